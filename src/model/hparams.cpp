@@ -1,0 +1,294 @@
+#include "model/hparams.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/format.h"
+#include "gguf/gguf.h"
+
+namespace magnetar {
+
+namespace {
+
+using gguf::value;
+using gguf::value_type;
+
+std::string key_of(const std::string& arch, const char* suffix) { return arch + "." + suffix; }
+
+[[noreturn]] void key_error(const gguf::reader& f, const std::string& key, const std::string& what) {
+    throw Error(strfmt("%s: metadata key '%s': %s", f.path().c_str(), key.c_str(), what.c_str()));
+}
+
+const value& require(const gguf::reader& f, const std::string& key) {
+    const value* v = f.find(key);
+    if (!v) key_error(f, key, "required key is missing");
+    return *v;
+}
+
+// Integer keys must be u32 (spec §12.7).
+uint32_t get_u32(const gguf::reader& f, const std::string& key) {
+    const value& v = require(f, key);
+    if (v.type != value_type::u32) {
+        key_error(f, key, strfmt("expected type u32, got %s", gguf::value_type_name(v.type)));
+    }
+    return static_cast<uint32_t>(v.u);
+}
+
+uint32_t get_u32_opt(const gguf::reader& f, const std::string& key, uint32_t def) {
+    return f.find(key) ? get_u32(f, key) : def;
+}
+
+// u32 or u64.
+uint64_t get_u32_or_u64(const gguf::reader& f, const std::string& key) {
+    const value& v = require(f, key);
+    if (v.type != value_type::u32 && v.type != value_type::u64) {
+        key_error(f, key, strfmt("expected type u32 or u64, got %s", gguf::value_type_name(v.type)));
+    }
+    return v.u;
+}
+
+// Float keys accept f32, f64, u32 or i32 (spec §12.7).
+float get_float(const gguf::reader& f, const std::string& key) {
+    const value& v = require(f, key);
+    switch (v.type) {
+        case value_type::f32:
+        case value_type::f64: return static_cast<float>(v.f);
+        case value_type::u32: return static_cast<float>(v.u);
+        case value_type::i32: return static_cast<float>(v.i);
+        default: break;
+    }
+    key_error(f, key, strfmt("expected type f32, f64, u32 or i32, got %s", gguf::value_type_name(v.type)));
+}
+
+bool get_bool(const gguf::reader& f, const std::string& key) {
+    const value& v = require(f, key);
+    if (v.type != value_type::boolean) {
+        key_error(f, key, strfmt("expected type bool, got %s", gguf::value_type_name(v.type)));
+    }
+    return v.u != 0;
+}
+
+std::vector<uint32_t> get_ratio_array(const gguf::reader& f, const std::string& key) {
+    const value& v = require(f, key);
+    if (v.type != value_type::array || (v.elem_type != value_type::i32 && v.elem_type != value_type::u32)) {
+        key_error(f, key, "expected an array of i32 or u32");
+    }
+    std::vector<uint32_t> out;
+    out.reserve(v.arr.size());
+    for (size_t i = 0; i < v.arr.size(); ++i) {
+        const value& e = v.arr[i];
+        int64_t x = e.type == value_type::i32 ? e.i : static_cast<int64_t>(e.u);
+        if (x < 0) key_error(f, key, strfmt("entry %zu is negative (%lld)", i, static_cast<long long>(x)));
+        out.push_back(static_cast<uint32_t>(x));
+    }
+    return out;
+}
+
+std::vector<float> get_float_array(const gguf::reader& f, const std::string& key) {
+    const value& v = require(f, key);
+    if (v.type != value_type::array || (v.elem_type != value_type::f32 && v.elem_type != value_type::f64)) {
+        key_error(f, key, "expected an array of f32 or f64");
+    }
+    std::vector<float> out;
+    out.reserve(v.arr.size());
+    for (const value& e : v.arr) out.push_back(static_cast<float>(e.f));
+    return out;
+}
+
+bool is_pow2(uint32_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+}  // namespace
+
+uint32_t hparams::count_layers_with_ratio(uint32_t ratio) const {
+    uint32_t n = 0;
+    for (uint32_t il = 0; il < n_layer; ++il) n += compress_ratio(il) == ratio ? 1 : 0;
+    return n;
+}
+
+void hparams::validate() const {
+    auto fail = [&](const char* field, const std::string& what) {
+        throw Error(strfmt("hyper-parameter %s.%s: %s", arch.c_str(), field, what.c_str()));
+    };
+    auto positive = [&](const char* field, uint64_t v) {
+        if (v == 0) fail(field, "must be > 0, got 0");
+    };
+    positive("block_count", n_layer);
+    positive("embedding_length", n_embd);
+    positive("vocab_size", n_vocab);
+    positive("attention.head_count", n_head);
+    positive("attention.key_length", n_head_dim);
+    positive("rope.dimension_count", n_rot);
+    positive("attention.q_lora_rank", n_q_lora);
+    positive("attention.output_lora_rank", n_o_lora);
+    positive("attention.output_group_count", n_o_group);
+    positive("expert_count", n_expert);
+    positive("expert_used_count", n_expert_used);
+    positive("expert_feed_forward_length", n_ff_exp);
+    positive("attention.sliding_window", n_swa);
+    positive("hyper_connection.count", n_hc);
+    positive("hyper_connection.sinkhorn_iterations", n_sinkhorn_iter);
+    if (n_head_kv != 1) fail("attention.head_count_kv", strfmt("expected 1 (one shared KV latent), got %u", n_head_kv));
+    if (n_value_dim != n_head_dim) {
+        fail("attention.value_length", strfmt("expected %u (= key_length: keys and values share one latent), got %u", n_head_dim, n_value_dim));
+    }
+    if (n_rot % 2 != 0 || n_rot > n_head_dim) {
+        fail("rope.dimension_count", strfmt("expected an even value <= key_length %u, got %u", n_head_dim, n_rot));
+    }
+    if (n_nope() % 64 != 0) {
+        fail("attention.key_length", strfmt("key_length - rope.dimension_count must be a multiple of 64 (FP8 blocks), got %u - %u", n_head_dim, n_rot));
+    }
+    if (n_head % n_o_group != 0) {
+        fail("attention.output_group_count", strfmt("must divide head_count %u, got %u", n_head, n_o_group));
+    }
+    if (n_expert_used > n_expert) {
+        fail("expert_used_count", strfmt("must be <= expert_count %u, got %u", n_expert, n_expert_used));
+    }
+    if (n_expert_shared != 1) fail("expert_shared_count", strfmt("expected 1, got %u", n_expert_shared));
+    if (n_hash_layer > n_layer) fail("hash_layer_count", strfmt("must be <= block_count %u, got %u", n_layer, n_hash_layer));
+    if (n_expert_group > 1 || n_expert_group_used > 1) {
+        fail("expert_group_count", strfmt("grouped expert routing is not part of DeepSeek V4 (got %u / %u)", n_expert_group, n_expert_group_used));
+    }
+    if (compress_ratios.size() < n_layer) {
+        fail("attention.compress_ratios", strfmt("expected at least block_count = %u entries, got %zu", n_layer, compress_ratios.size()));
+    }
+    bool any_r4 = false;
+    for (uint32_t il = 0; il < n_layer; ++il) {
+        uint32_t r = compress_ratios[il];
+        if (r != 0 && r != 4 && r != 128) {
+            fail("attention.compress_ratios", strfmt("entry %u: expected 0, 4 or 128, got %u", il, r));
+        }
+        any_r4 = any_r4 || r == 4;
+    }
+    if (swiglu_clamp.size() < n_layer) {
+        fail("swiglu_clamp_exp", strfmt("expected at least block_count = %u entries, got %zu", n_layer, swiglu_clamp.size()));
+    }
+    for (uint32_t il = 0; il < n_layer; ++il) {
+        if (!(swiglu_clamp[il] > 0.0f) || !std::isfinite(swiglu_clamp[il])) {
+            fail("swiglu_clamp_exp", strfmt("entry %u must be a positive finite value, got %g", il, static_cast<double>(swiglu_clamp[il])));
+        }
+    }
+    if (any_r4) {
+        positive("attention.indexer.head_count", n_indexer_head);
+        positive("attention.indexer.top_k", n_indexer_top_k);
+        if (!is_pow2(n_indexer_head_dim) || n_indexer_head_dim % 32 != 0) {
+            fail("attention.indexer.key_length", strfmt("expected a power of two >= 32 (Hadamard, FP4 blocks of 32), got %u", n_indexer_head_dim));
+        }
+        if (n_rot > n_indexer_head_dim) {
+            fail("attention.indexer.key_length", strfmt("must be >= rope.dimension_count %u, got %u", n_rot, n_indexer_head_dim));
+        }
+    }
+    auto positive_f = [&](const char* field, float v) {
+        if (!(v > 0.0f) || !std::isfinite(v)) fail(field, strfmt("must be a positive finite value, got %g", static_cast<double>(v)));
+    };
+    positive_f("rope.freq_base", rope_freq_base);
+    positive_f("attention.compress_rope_freq_base", compress_rope_freq_base);
+    positive_f("rope.scaling.factor", rope_scaling_factor);
+    positive_f("rope.scaling.yarn_beta_fast", yarn_beta_fast);
+    positive_f("rope.scaling.yarn_beta_slow", yarn_beta_slow);
+    positive_f("expert_weights_scale", expert_weights_scale);
+    positive_f("attention.layer_norm_rms_epsilon", rms_eps);
+    positive_f("hyper_connection.epsilon", hc_eps);
+    if (rope_orig_ctx == 0) fail("rope.scaling.original_context_length", "must be > 0, got 0");
+}
+
+hparams read_hparams(const gguf::reader& f) {
+    const value* archv = f.find("general.architecture");
+    if (!archv) key_error(f, "general.architecture", "required key is missing");
+    if (archv->type != value_type::string) key_error(f, "general.architecture", "expected a string");
+    if (archv->s != kArchDeepseek4) {
+        key_error(f, "general.architecture", strfmt("expected '%s', got '%s'", kArchDeepseek4, archv->s.c_str()));
+    }
+    hparams hp;
+    const std::string a = archv->s;
+    if (const value* n = f.find("general.name"); n && n->type == value_type::string) hp.name = n->s;
+    hp.n_layer = get_u32(f, key_of(a, "block_count"));
+    hp.n_ctx_train = get_u32_or_u64(f, key_of(a, "context_length"));
+    hp.n_embd = get_u32(f, key_of(a, "embedding_length"));
+    hp.n_vocab = get_u32(f, key_of(a, "vocab_size"));
+    hp.n_head = get_u32(f, key_of(a, "attention.head_count"));
+    hp.n_head_kv = get_u32(f, key_of(a, "attention.head_count_kv"));
+    hp.n_head_dim = get_u32(f, key_of(a, "attention.key_length"));
+    hp.n_value_dim = get_u32(f, key_of(a, "attention.value_length"));
+    hp.n_rot = get_u32(f, key_of(a, "rope.dimension_count"));
+    hp.n_q_lora = get_u32(f, key_of(a, "attention.q_lora_rank"));
+    hp.n_o_lora = get_u32(f, key_of(a, "attention.output_lora_rank"));
+    hp.n_o_group = get_u32(f, key_of(a, "attention.output_group_count"));
+    hp.n_expert = get_u32(f, key_of(a, "expert_count"));
+    hp.n_expert_used = get_u32(f, key_of(a, "expert_used_count"));
+    hp.n_ff_exp = get_u32(f, key_of(a, "expert_feed_forward_length"));
+    hp.n_expert_shared = get_u32(f, key_of(a, "expert_shared_count"));
+    hp.n_hash_layer = get_u32(f, key_of(a, "hash_layer_count"));
+    hp.n_expert_group = get_u32_opt(f, key_of(a, "expert_group_count"), 0);
+    hp.n_expert_group_used = get_u32_opt(f, key_of(a, "expert_group_used_count"), 0);
+    hp.n_swa = get_u32(f, key_of(a, "attention.sliding_window"));
+    hp.n_indexer_head = get_u32(f, key_of(a, "attention.indexer.head_count"));
+    hp.n_indexer_head_dim = get_u32(f, key_of(a, "attention.indexer.key_length"));
+    hp.n_indexer_top_k = get_u32(f, key_of(a, "attention.indexer.top_k"));
+    hp.n_hc = get_u32(f, key_of(a, "hyper_connection.count"));
+    hp.n_sinkhorn_iter = get_u32(f, key_of(a, "hyper_connection.sinkhorn_iterations"));
+    hp.compress_ratios = get_ratio_array(f, key_of(a, "attention.compress_ratios"));
+    hp.swiglu_clamp = get_float_array(f, key_of(a, "swiglu_clamp_exp"));
+    hp.rope_orig_ctx = get_u32_or_u64(f, key_of(a, "rope.scaling.original_context_length"));
+    hp.rope_freq_base = get_float(f, key_of(a, "rope.freq_base"));
+    hp.rope_scaling_factor = get_float(f, key_of(a, "rope.scaling.factor"));
+    hp.yarn_beta_fast = get_float(f, key_of(a, "rope.scaling.yarn_beta_fast"));
+    hp.yarn_beta_slow = get_float(f, key_of(a, "rope.scaling.yarn_beta_slow"));
+    hp.compress_rope_freq_base = get_float(f, key_of(a, "attention.compress_rope_freq_base"));
+    hp.expert_weights_scale = get_float(f, key_of(a, "expert_weights_scale"));
+    hp.rms_eps = get_float(f, key_of(a, "attention.layer_norm_rms_epsilon"));
+    hp.hc_eps = get_float(f, key_of(a, "hyper_connection.epsilon"));
+    hp.expert_weights_norm = get_bool(f, key_of(a, "expert_weights_norm"));
+    try {
+        hp.validate();
+    } catch (const Error& e) {
+        throw Error(f.path() + ": " + e.what());
+    }
+    return hp;
+}
+
+void write_hparams(gguf::writer& w, const hparams& hp) {
+    const std::string& a = hp.arch;
+    w.set("general.architecture", value::make_string(a));
+    if (!hp.name.empty()) w.set("general.name", value::make_string(hp.name));
+    auto u32 = [&](const char* k, uint32_t v) { w.set(key_of(a, k), value::make_u32(v)); };
+    auto f32 = [&](const char* k, float v) { w.set(key_of(a, k), value::make_f32(v)); };
+    u32("block_count", hp.n_layer);
+    w.set(key_of(a, "context_length"), value::make_u64(hp.n_ctx_train));
+    u32("embedding_length", hp.n_embd);
+    u32("vocab_size", hp.n_vocab);
+    u32("attention.head_count", hp.n_head);
+    u32("attention.head_count_kv", hp.n_head_kv);
+    u32("attention.key_length", hp.n_head_dim);
+    u32("attention.value_length", hp.n_value_dim);
+    u32("rope.dimension_count", hp.n_rot);
+    u32("attention.q_lora_rank", hp.n_q_lora);
+    u32("attention.output_lora_rank", hp.n_o_lora);
+    u32("attention.output_group_count", hp.n_o_group);
+    u32("expert_count", hp.n_expert);
+    u32("expert_used_count", hp.n_expert_used);
+    u32("expert_feed_forward_length", hp.n_ff_exp);
+    u32("expert_shared_count", hp.n_expert_shared);
+    u32("hash_layer_count", hp.n_hash_layer);
+    u32("attention.sliding_window", hp.n_swa);
+    u32("attention.indexer.head_count", hp.n_indexer_head);
+    u32("attention.indexer.key_length", hp.n_indexer_head_dim);
+    u32("attention.indexer.top_k", hp.n_indexer_top_k);
+    u32("hyper_connection.count", hp.n_hc);
+    u32("hyper_connection.sinkhorn_iterations", hp.n_sinkhorn_iter);
+    std::vector<int32_t> ratios(hp.compress_ratios.begin(), hp.compress_ratios.end());
+    w.set(key_of(a, "attention.compress_ratios"), value::make_i32_array(ratios));
+    w.set(key_of(a, "swiglu_clamp_exp"), value::make_f32_array(hp.swiglu_clamp));
+    w.set(key_of(a, "rope.scaling.original_context_length"), value::make_u32(static_cast<uint32_t>(hp.rope_orig_ctx)));
+    f32("rope.freq_base", hp.rope_freq_base);
+    f32("rope.scaling.factor", hp.rope_scaling_factor);
+    w.set(key_of(a, "rope.scaling.type"), value::make_string("yarn"));
+    f32("rope.scaling.yarn_beta_fast", hp.yarn_beta_fast);
+    f32("rope.scaling.yarn_beta_slow", hp.yarn_beta_slow);
+    f32("attention.compress_rope_freq_base", hp.compress_rope_freq_base);
+    f32("expert_weights_scale", hp.expert_weights_scale);
+    f32("attention.layer_norm_rms_epsilon", hp.rms_eps);
+    f32("hyper_connection.epsilon", hp.hc_eps);
+    w.set(key_of(a, "expert_weights_norm"), value::make_bool(hp.expert_weights_norm));
+}
+
+}  // namespace magnetar

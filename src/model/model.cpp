@@ -1,0 +1,237 @@
+#include "model/model.h"
+
+#include <cstring>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "core/format.h"
+
+namespace magnetar {
+
+namespace {
+
+std::string shape_of(const std::vector<int64_t>& ne) {
+    std::string s = "[";
+    for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+
+// Suffix -> member of layer_weights.
+struct layer_slot {
+    const char* suffix;
+    weight layer_weights::*member;
+};
+
+const layer_slot kLayerSlots[] = {
+    {"hc_attn_fn.weight", &layer_weights::hc_attn_fn},
+    {"hc_attn_base.weight", &layer_weights::hc_attn_base},
+    {"hc_attn_scale.weight", &layer_weights::hc_attn_scale},
+    {"attn_norm.weight", &layer_weights::attn_norm},
+    {"attn_q_a.weight", &layer_weights::attn_q_a},
+    {"attn_q_a_norm.weight", &layer_weights::attn_q_a_norm},
+    {"attn_q_b.weight", &layer_weights::attn_q_b},
+    {"attn_kv.weight", &layer_weights::attn_kv},
+    {"attn_kv_a_norm.weight", &layer_weights::attn_kv_a_norm},
+    {"attn_sinks.weight", &layer_weights::attn_sinks},
+    {"attn_output_a.weight", &layer_weights::attn_output_a},
+    {"attn_output_b.weight", &layer_weights::attn_output_b},
+    {"attn_compressor_ape.weight", &layer_weights::comp_ape},
+    {"attn_compressor_kv.weight", &layer_weights::comp_kv},
+    {"attn_compressor_gate.weight", &layer_weights::comp_gate},
+    {"attn_compressor_norm.weight", &layer_weights::comp_norm},
+    {"indexer.attn_q_b.weight", &layer_weights::idx_q_b},
+    {"indexer.proj.weight", &layer_weights::idx_proj},
+    {"indexer_compressor_ape.weight", &layer_weights::idx_comp_ape},
+    {"indexer_compressor_kv.weight", &layer_weights::idx_comp_kv},
+    {"indexer_compressor_gate.weight", &layer_weights::idx_comp_gate},
+    {"indexer_compressor_norm.weight", &layer_weights::idx_comp_norm},
+    {"hc_ffn_fn.weight", &layer_weights::hc_ffn_fn},
+    {"hc_ffn_base.weight", &layer_weights::hc_ffn_base},
+    {"hc_ffn_scale.weight", &layer_weights::hc_ffn_scale},
+    {"ffn_norm.weight", &layer_weights::ffn_norm},
+    {"ffn_gate_inp.weight", &layer_weights::ffn_gate_inp},
+    {"ffn_gate_tid2eid.weight", &layer_weights::ffn_gate_tid2eid},
+    {"exp_probs_b.bias", &layer_weights::exp_probs_b},
+    {"ffn_gate_exps.weight", &layer_weights::ffn_gate_exps},
+    {"ffn_up_exps.weight", &layer_weights::ffn_up_exps},
+    {"ffn_down_exps.weight", &layer_weights::ffn_down_exps},
+    {"ffn_gate_shexp.weight", &layer_weights::ffn_gate_shexp},
+    {"ffn_up_shexp.weight", &layer_weights::ffn_up_shexp},
+    {"ffn_down_shexp.weight", &layer_weights::ffn_down_shexp},
+};
+
+struct mtp_slot {
+    const char* suffix;
+    weight mtp_weights::*member;
+};
+
+const mtp_slot kMtpSlots[] = {
+    {"hc_head_fn.weight", &mtp_weights::hc_head_fn},
+    {"hc_head_base.weight", &mtp_weights::hc_head_base},
+    {"hc_head_scale.weight", &mtp_weights::hc_head_scale},
+    {"e_proj.weight", &mtp_weights::e_proj},
+    {"h_proj.weight", &mtp_weights::h_proj},
+    {"enorm.weight", &mtp_weights::enorm},
+    {"hnorm.weight", &mtp_weights::hnorm},
+    {"norm.weight", &mtp_weights::norm},
+};
+
+struct global_slot {
+    const char* name;
+    weight model_weights::*member;
+};
+
+const global_slot kGlobalSlots[] = {
+    {"token_embd.weight", &model_weights::token_embd},
+    {"output_hc_fn.weight", &model_weights::output_hc_fn},
+    {"output_hc_base.weight", &model_weights::output_hc_base},
+    {"output_hc_scale.weight", &model_weights::output_hc_scale},
+    {"output_norm.weight", &model_weights::output_norm},
+    {"output.weight", &model_weights::output},
+};
+
+weight bind(const gguf::reader& file, const gguf::tensor_info& t) {
+    weight w;
+    w.info = &t;
+    w.data = file.tensor_data(t);
+    w.type = t.type;
+    for (int d = 0; d < gguf::kMaxDims; ++d) w.ne[d] = t.ne[d];
+    return w;
+}
+
+weight* find_slot(model_weights& mw, mtp_weights* mtp, const tensor_spec& spec) {
+    if (spec.layer < 0) {
+        for (const auto& s : kGlobalSlots) {
+            if (spec.name == s.name) return &(mw.*s.member);
+        }
+        return nullptr;
+    }
+    layer_weights* lw = mtp && spec.layer == static_cast<int32_t>(mw.layers.size())
+                            ? &mtp->block
+                            : &mw.layers[static_cast<size_t>(spec.layer)];
+    for (const auto& s : kLayerSlots) {
+        if (spec.suffix == s.suffix) return &(lw->*s.member);
+    }
+    if (mtp) {
+        for (const auto& s : kMtpSlots) {
+            if (spec.suffix == s.suffix) return &(mtp->*s.member);
+        }
+    }
+    return nullptr;
+}
+
+void check_hash_table(const gguf::reader& file, const hparams& hp, const weight& w) {
+    const auto* ids = reinterpret_cast<const uint8_t*>(w.data);
+    const uint64_t n = static_cast<uint64_t>(w.ne[0]) * static_cast<uint64_t>(w.ne[1]);
+    for (uint64_t i = 0; i < n; ++i) {
+        int32_t e;
+        std::memcpy(&e, ids + 4 * i, 4);
+        if (e < 0 || static_cast<uint32_t>(e) >= hp.n_expert) {
+            throw Error(strfmt("%s: tensor '%s': token %llu routes to expert %d, expected 0..%u",
+                               file.path().c_str(), w.info->name.c_str(),
+                               static_cast<unsigned long long>(i / static_cast<uint64_t>(w.ne[0])), e,
+                               hp.n_expert - 1));
+        }
+    }
+}
+
+}  // namespace
+
+void check_tensor(const gguf::reader& file, const tensor_spec& spec, const gguf::tensor_info& t) {
+    std::vector<int64_t> got(t.ne, t.ne + t.n_dims);
+    if (got != spec.ne) {
+        throw Error(strfmt("%s: tensor '%s': wrong shape: expected %s, got %s", file.path().c_str(),
+                           spec.name.c_str(), shape_of(spec.ne).c_str(), shape_of(got).c_str()));
+    }
+    if (!dtype_class_accepts(spec.dtype, t.type)) {
+        throw Error(strfmt("%s: tensor '%s': type %s not allowed here (expected %s)",
+                           file.path().c_str(), spec.name.c_str(),
+                           std::string(type_name(static_cast<uint32_t>(t.type))).c_str(),
+                           dtype_class_name(spec.dtype)));
+    }
+    const type_traits& tr = type_traits_of(t.type);
+    if (t.ne[0] % tr.block_elems != 0) {
+        throw Error(strfmt("%s: tensor '%s': row length %lld is not a multiple of the %s block (%u)",
+                           file.path().c_str(), spec.name.c_str(), static_cast<long long>(t.ne[0]),
+                           tr.name, tr.block_elems));
+    }
+}
+
+std::unique_ptr<model> model::load(const std::string& path, const load_options& opts) {
+    auto m = std::unique_ptr<model>(new model());
+    m->file_ = gguf::reader::open(path);
+    const gguf::reader& f = *m->file_;
+    m->hp_ = read_hparams(f);
+    const hparams& hp = m->hp_;
+
+    // Tokenizer vocabulary size must agree with the model's (when a vocabulary is present).
+    if (const gguf::value* toks = f.find("tokenizer.ggml.tokens")) {
+        if (toks->type != gguf::value_type::array || toks->arr.size() != hp.n_vocab) {
+            throw Error(strfmt("%s: metadata key 'tokenizer.ggml.tokens': expected %u tokens "
+                               "(deepseek4.vocab_size), got %zu",
+                               path.c_str(), hp.n_vocab, toks->arr.size()));
+        }
+    }
+
+    if (!opts.mtp_path.empty()) m->mtp_file_ = gguf::reader::open(opts.mtp_path);
+    const bool mtp_in_main = f.find_tensor("mtp.0.e_proj.weight") != nullptr;
+    const bool want_mtp = m->mtp_file_ || mtp_in_main;
+    if (opts.require_mtp && !want_mtp) {
+        throw Error(strfmt("%s: no MTP block (tensor 'mtp.0.e_proj.weight' missing and no MTP file given)",
+                           path.c_str()));
+    }
+
+    model_weights& mw = m->w_;
+    mw.layers.resize(hp.n_layer);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        mw.layers[il].il = il;
+        mw.layers[il].compress_ratio = hp.compress_ratio(il);
+        mw.layers[il].hash_routed = hp.is_hash_layer(il);
+    }
+    mtp_weights mtp;
+    mtp.block.il = hp.n_layer;
+
+    std::unordered_set<std::string> known;
+    auto bind_all = [&](const gguf::reader& src, const std::vector<tensor_spec>& specs, bool with_mtp) {
+        for (const tensor_spec& spec : specs) {
+            const gguf::tensor_info* t = src.find_tensor(spec.name);
+            if (!t) {
+                if (!spec.required) continue;
+                throw Error(strfmt("%s: tensor '%s' is missing (expected shape %s, type %s)",
+                                   src.path().c_str(), spec.name.c_str(), shape_of(spec.ne).c_str(),
+                                   dtype_class_name(spec.dtype)));
+            }
+            check_tensor(src, spec, *t);
+            weight* slot = find_slot(mw, with_mtp ? &mtp : nullptr, spec);
+            MAGNETAR_ASSERT(slot != nullptr, "catalogue entry without a binding slot");
+            *slot = bind(src, *t);
+            known.insert(spec.name);
+        }
+    };
+    bind_all(f, tensor_catalogue(hp, false), false);
+    if (want_mtp) {
+        const gguf::reader& src = m->mtp_file_ ? *m->mtp_file_ : f;
+        bind_all(src, mtp_catalogue(hp), true);
+        m->w_.mtp = mtp;
+    }
+
+    // Per-layer cross-tensor rules.
+    auto check_layer = [&](const gguf::reader& src, const layer_weights& lw) {
+        if (lw.ffn_gate_exps.type != lw.ffn_up_exps.type) {
+            throw Error(strfmt("%s: layer %u: ffn_gate_exps (%s) and ffn_up_exps (%s) must share one type",
+                               src.path().c_str(), lw.il,
+                               std::string(type_name(static_cast<uint32_t>(lw.ffn_gate_exps.type))).c_str(),
+                               std::string(type_name(static_cast<uint32_t>(lw.ffn_up_exps.type))).c_str()));
+        }
+        if (lw.ffn_gate_tid2eid) check_hash_table(src, hp, lw.ffn_gate_tid2eid);
+    };
+    for (const auto& lw : mw.layers) check_layer(f, lw);
+    if (mw.mtp) check_layer(m->mtp_file_ ? *m->mtp_file_ : f, mw.mtp->block);
+
+    for (const auto& t : f.tensors()) {
+        if (!known.count(t.name)) m->unknown_.push_back(t.name);
+    }
+    return m;
+}
+
+}  // namespace magnetar
