@@ -42,11 +42,16 @@ public:
     // Uniform in [-1, 1).
     float uniform_pm1() { return uniform01() * 2.0f - 1.0f; }
 
-    // Approximately normal (mean 0, variance 1): the sum of four uniforms, rescaled
-    // (Irwin-Hall). Bounded by +-sqrt(12), which keeps synthetic weights free of outliers.
+    // Approximately normal (mean 0, variance 1): the sum of four 16-bit uniforms taken from one
+    // 64-bit draw, rescaled (Irwin-Hall). Bounded by +-sqrt(12), which keeps synthetic weights
+    // free of outliers. All operations are exact in float.
     float normal() {
-        float s = uniform01() + uniform01() + uniform01() + uniform01() - 2.0f;
-        return s * 1.7320508f;  // variance of the sum is 4/12
+        const uint64_t u = next_u64();
+        const uint32_t sum = static_cast<uint32_t>(u & 0xFFFF) + static_cast<uint32_t>((u >> 16) & 0xFFFF) +
+                             static_cast<uint32_t>((u >> 32) & 0xFFFF) + static_cast<uint32_t>(u >> 48);
+        // sum / 65536 - 2 lies in [-2, 2) with variance ~4/12; scale to unit variance.
+        const float s = static_cast<float>(static_cast<int32_t>(sum) - 131072) * (1.0f / 65536.0f);
+        return s * 1.7320508f;
     }
 
     static uint64_t splitmix64(uint64_t& x) {

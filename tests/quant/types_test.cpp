@@ -1,0 +1,111 @@
+// The type-traits table: ids and block geometry must equal GGML's, since they are read from
+// and written to GGUF files; byte-size arithmetic must reject bad element counts.
+#include "quant/types.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace magnetar {
+namespace {
+
+struct ggml_geometry {
+    ggml_type type;
+    uint32_t id;
+    const char* name;
+    uint32_t block_elems;
+    uint32_t block_bytes;
+};
+
+// From ggml.h (enum ggml_type) and ggml.c (type_traits: blck_size, type_size).
+constexpr ggml_geometry kGgml[] = {
+    {ggml_type::F32, 0, "f32", 1, 4},
+    {ggml_type::F16, 1, "f16", 1, 2},
+    {ggml_type::Q8_0, 8, "q8_0", 32, 34},
+    {ggml_type::Q2_K, 10, "q2_K", 256, 84},
+    {ggml_type::Q4_K, 12, "q4_K", 256, 144},
+    {ggml_type::Q8_K, 15, "q8_K", 256, 292},
+    {ggml_type::IQ2_XXS, 16, "iq2_xxs", 256, 66},
+    {ggml_type::I32, 26, "i32", 1, 4},
+    {ggml_type::BF16, 30, "bf16", 1, 2},
+};
+
+TEST(TypeTraits, MatchGgml) {
+    for (const auto& g : kGgml) {
+        SCOPED_TRACE(g.name);
+        EXPECT_EQ(static_cast<uint32_t>(g.type), g.id);
+        const type_traits* tr = find_type_traits(g.id);
+        ASSERT_NE(tr, nullptr);
+        EXPECT_EQ(tr->type, g.type);
+        EXPECT_STREQ(tr->name, g.name);
+        EXPECT_EQ(tr->block_elems, g.block_elems);
+        EXPECT_EQ(tr->block_bytes, g.block_bytes);
+        EXPECT_EQ(&type_traits_of(g.type), tr);
+        EXPECT_EQ(type_name(g.id), g.name);
+        EXPECT_EQ(tr->is_quantized, g.block_elems > 1);
+        EXPECT_EQ(tr->is_float, g.type == ggml_type::F32 || g.type == ggml_type::F16 ||
+                                    g.type == ggml_type::BF16);
+        EXPECT_EQ(tr->to_float == nullptr, g.type == ggml_type::I32);
+    }
+}
+
+TEST(TypeTraits, UnknownIds) {
+    for (uint32_t id :
+         {2u, 3u, 6u, 7u, 9u, 11u, 13u, 14u, 17u, 29u, 31u, 39u, 1000u, 0xffffffffu}) {
+        EXPECT_EQ(find_type_traits(id), nullptr) << id;
+    }
+    EXPECT_EQ(type_name(2), "type#2");
+    EXPECT_EQ(type_name(4000000000u), "type#4000000000");
+}
+
+TEST(TypeTraits, TypeBytes) {
+    EXPECT_EQ(type_bytes(ggml_type::Q4_K, 4096), 2304u);
+    EXPECT_EQ(type_bytes(ggml_type::Q2_K, 4096), 1344u);
+    EXPECT_EQ(type_bytes(ggml_type::IQ2_XXS, 4096), 1056u);
+    EXPECT_EQ(type_bytes(ggml_type::Q8_0, 4096), 4352u);
+    EXPECT_EQ(type_bytes(ggml_type::F16, 4096), 8192u);
+    EXPECT_EQ(type_bytes(ggml_type::F32, 0), 0u);
+    EXPECT_EQ(type_bytes(ggml_type::F32, 7), 28u);
+
+    // Not a multiple of the block size.
+    EXPECT_EQ(type_bytes(ggml_type::Q4_K, 100), std::nullopt);
+    EXPECT_EQ(type_bytes(ggml_type::Q8_0, 33), std::nullopt);
+    EXPECT_EQ(type_bytes(ggml_type::IQ2_XXS, 4096 + 128), std::nullopt);
+
+    // Overflow of 64 bits.
+    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+    EXPECT_EQ(type_bytes(ggml_type::F32, kMax), std::nullopt);
+    EXPECT_EQ(type_bytes(ggml_type::F32, kMax / 4 + 1), std::nullopt);
+    EXPECT_EQ(type_bytes(ggml_type::F32, kMax / 4), (kMax / 4) * 4);
+    EXPECT_EQ(type_bytes(ggml_type::Q8_0, kMax - 31), std::nullopt);  // 2^59 - 1 blocks x 34
+    EXPECT_EQ(type_bytes(ggml_type::Q8_0, uint64_t{1} << 63), (uint64_t{1} << 58) * 34);
+    EXPECT_EQ(type_bytes(ggml_type::Q8_0, uint64_t{1} << 40), (uint64_t{1} << 35) * 34);
+
+    EXPECT_EQ(row_bytes(ggml_type::Q2_K, 4096), 1344u);
+    EXPECT_EQ(row_bytes(ggml_type::BF16, 3), 6u);
+}
+
+TEST(TypeTraits, FromName) {
+    EXPECT_EQ(type_from_name("q8_0"), ggml_type::Q8_0);
+    EXPECT_EQ(type_from_name("Q8_0"), ggml_type::Q8_0);
+    EXPECT_EQ(type_from_name("q2_k"), ggml_type::Q2_K);
+    EXPECT_EQ(type_from_name("Q4_K"), ggml_type::Q4_K);
+    EXPECT_EQ(type_from_name("iq2_xxs"), ggml_type::IQ2_XXS);
+    EXPECT_EQ(type_from_name("IQ2_XXS"), ggml_type::IQ2_XXS);
+    EXPECT_EQ(type_from_name("bf16"), ggml_type::BF16);
+    EXPECT_EQ(type_from_name("F32"), ggml_type::F32);
+    EXPECT_EQ(type_from_name("i32"), ggml_type::I32);
+    for (const auto& g : kGgml) EXPECT_EQ(type_from_name(g.name), g.type) << g.name;
+
+    EXPECT_EQ(type_from_name(""), std::nullopt);
+    EXPECT_EQ(type_from_name("q4_0"), std::nullopt);
+    EXPECT_EQ(type_from_name("q8"), std::nullopt);
+    EXPECT_EQ(type_from_name("q8_0 "), std::nullopt);
+    EXPECT_EQ(type_from_name("iq2_xs"), std::nullopt);
+    EXPECT_EQ(type_from_name("f32x"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace magnetar
