@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -104,6 +105,10 @@ class reader {
 public:
     // Maps and validates the file. Throws magnetar::Error on any problem.
     static std::unique_ptr<reader> open(const std::string& path);
+    // Validates a GGUF image already in memory (same checks as open()). The caller keeps the
+    // buffer alive and unchanged for the reader's lifetime; `name` stands in for the path in
+    // error messages. Used by the fuzzer and by tests that corrupt bytes in place.
+    static std::unique_ptr<reader> open_memory(const uint8_t* data, size_t size, std::string name);
     ~reader();
     reader(const reader&) = delete;
     reader& operator=(const reader&) = delete;
@@ -128,10 +133,12 @@ public:
 
 private:
     reader() = default;
+    void parse();  // fills everything below from base_/size_; throws on the first problem
 
     std::string path_;
     int fd_ = -1;
-    uint8_t* base_ = nullptr;
+    bool mapped_ = false;  // base_ is our mmap (open) rather than the caller's buffer
+    const uint8_t* base_ = nullptr;
     uint64_t size_ = 0;
     uint32_t version_ = 0;
     uint32_t alignment_ = kDefaultAlignment;
@@ -159,6 +166,8 @@ public:
     writer& operator=(const writer&) = delete;
 
     void set(const std::string& key, value v);
+    // Drops a key set earlier (before any tensor data is written); false if it was not set.
+    bool remove(const std::string& key);
     void add_tensor(const std::string& name, ggml_type type, std::span<const int64_t> ne);
     void add_tensor(const std::string& name, ggml_type type, std::initializer_list<int64_t> ne) {
         add_tensor(name, type, std::span<const int64_t>(ne.begin(), ne.size()));
@@ -175,6 +184,13 @@ public:
 
 private:
     void write_header();
+    bool needs_alignment_key() const;  // general.alignment is added when not default
+    uint64_t header_size() const;      // encoded metadata + tensor infos, before padding
+    void emit(const void* data, size_t n);  // buffered for small n, straight to fd_ for big n
+    void emit_zeros(uint64_t n);
+    void flush_buffer();
+    void write_fd(const void* data, size_t n);
+    void check_usable(const char* what) const;  // throws once finished
 
     std::string path_;
     std::string tmp_path_;
@@ -188,6 +204,10 @@ private:
     size_t cur_tensor_ = 0;
     uint64_t cur_written_ = 0;  // bytes written into the current tensor
     uint64_t data_written_ = 0; // bytes written into the data section, padding included
+    uint64_t tensor_bytes_total_ = 0;    // sum of n_bytes over the directory
+    uint64_t tensor_bytes_written_ = 0;  // tensor bytes received so far, padding excluded
+    uint64_t file_pos_ = 0;     // bytes handed to emit() so far (buffered or written)
+    uint64_t fd_pos_ = 0;       // bytes actually written to fd_
     std::vector<uint8_t> buf_;  // output buffer for small writes
 };
 

@@ -99,7 +99,7 @@ private:
     std::vector<std::string> unknown_;
 };
 
-// Validates and binds the tensors of `specs` found in `file` (shape, dtype class, row blocks).
+// Checks one tensor of `file` against its catalogue entry (shape, dtype class).
 // Exposed for tests and tools that check a file against a catalogue without loading it all.
 // Throws magnetar::Error for the first problem.
 void check_tensor(const gguf::reader& file, const tensor_spec& spec, const gguf::tensor_info& t);

@@ -78,17 +78,6 @@ TEST(Catalogue, WrongDtypeClassIsRejected) {
     EXPECT_NE(msg.find("type f16 not allowed"), std::string::npos) << msg;
 }
 
-TEST(Catalogue, RowNotWholeBlocksIsRejected) {
-    auto b = model_file_builder::micro();
-    b.edit_tensor = [](tensor_spec& s, ggml_type& t) {
-        if (s.name == "blk.0.attn_q_b.weight") t = ggml_type::Q4_K;  // rows of 128 < 256
-        return true;
-    };
-    const std::string msg = load_error(b);
-    EXPECT_NE(msg.find("'blk.0.attn_q_b.weight'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("not a multiple"), std::string::npos) << msg;
-}
-
 TEST(Catalogue, GateUpTypeMismatchIsRejected) {
     auto b = model_file_builder::micro();
     b.edit_tensor = [](tensor_spec& s, ggml_type& t) {
@@ -131,6 +120,14 @@ TEST(Catalogue, InconsistentHeadDims) {
     b.hp.n_o_group = 3;  // does not divide 4 heads
     msg = load_error(b);
     EXPECT_NE(msg.find("output_group_count"), std::string::npos) << msg;
+}
+
+TEST(Catalogue, MissingKeyIsNamed) {
+    auto b = model_file_builder::micro();
+    b.edit_metadata = [](gguf::writer& w) { ASSERT_TRUE(w.remove("deepseek4.attention.indexer.top_k")); };
+    const std::string msg = load_error(b);
+    EXPECT_NE(msg.find("'deepseek4.attention.indexer.top_k'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("required key is missing"), std::string::npos) << msg;
 }
 
 TEST(Catalogue, WrongArchitectureIsNamed) {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "gen-model/gen_model.h"
 #include "gen-model/vocab.h"

@@ -1,0 +1,910 @@
+// GGUF container tests: value constructors and comparison, writer -> reader round trips, the
+// reader's specific error messages on hand-built files, and writer misuse.
+//
+// Corruption sweeps (every truncation, random bytes) live in test_gguf_fuzz.cpp.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "support/test_support.h"
+
+namespace magnetar::gguf {
+namespace {
+
+namespace fs = std::filesystem;
+using test::read_file;
+using test::temp_dir;
+using test::write_file;
+
+// Runs f, which must throw magnetar::Error; returns the message. Any other outcome fails.
+template <typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << "expected magnetar::Error, got another exception: " << e.what();
+        return {};
+    }
+    ADD_FAILURE() << "expected magnetar::Error, nothing was thrown";
+    return {};
+}
+
+// Deterministic filler so that each tensor's bytes differ.
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+    std::vector<uint8_t> out(n);
+    uint32_t x = seed * 2654435761u + 1;
+    for (auto& b : out) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        b = static_cast<uint8_t>(x);
+    }
+    return out;
+}
+
+// Little-endian byte builder for files the writer refuses to produce.
+struct builder {
+    std::vector<uint8_t> b;
+
+    builder& u8(uint8_t v) { return raw(&v, 1); }
+    builder& u32(uint32_t v) { return raw(&v, 4); }
+    builder& u64(uint64_t v) { return raw(&v, 8); }
+    builder& raw(const void* p, size_t n) {
+        const uint8_t* c = static_cast<const uint8_t*>(p);
+        b.insert(b.end(), c, c + n);
+        return *this;
+    }
+    builder& str(const std::string& s) { return u64(s.size()).raw(s.data(), s.size()); }
+    builder& header(uint64_t n_tensors, uint64_t n_kv, uint32_t version = 3) {
+        return u32(kMagic).u32(version).u64(n_tensors).u64(n_kv);
+    }
+    builder& kv_u32(const std::string& key, uint32_t v) {
+        return str(key).u32(static_cast<uint32_t>(value_type::u32)).u32(v);
+    }
+    builder& kv_str(const std::string& key, const std::string& v) {
+        return str(key).u32(static_cast<uint32_t>(value_type::string)).str(v);
+    }
+    builder& tensor(const std::string& name, std::vector<uint64_t> ne, uint32_t type,
+                    uint64_t offset) {
+        str(name).u32(static_cast<uint32_t>(ne.size()));
+        for (uint64_t n : ne) u64(n);
+        return u32(type).u64(offset);
+    }
+    builder& pad(size_t alignment) {
+        while (b.size() % alignment) b.push_back(0);
+        return *this;
+    }
+    builder& zeros(size_t n) {
+        b.insert(b.end(), n, 0);
+        return *this;
+    }
+};
+
+std::string open_error(const std::vector<uint8_t>& bytes) {
+    return error_of([&] { reader::open_memory(bytes.data(), bytes.size(), "crafted.gguf"); });
+}
+
+constexpr uint32_t kF32 = static_cast<uint32_t>(ggml_type::F32);
+
+// ---------------------------------------------------------------------------------------------
+// value constructors, predicates, names
+// ---------------------------------------------------------------------------------------------
+
+TEST(gguf_value, constructors_and_predicates) {
+    EXPECT_EQ(value::make_u8(200).u, 200u);
+    EXPECT_EQ(value::make_i8(-5).i, -5);
+    EXPECT_EQ(value::make_u16(65535).u, 65535u);
+    EXPECT_EQ(value::make_i16(-32768).i, -32768);
+    EXPECT_EQ(value::make_u32(0xffffffffu).u, 0xffffffffu);
+    EXPECT_EQ(value::make_i32(std::numeric_limits<int32_t>::min()).i,
+              std::numeric_limits<int32_t>::min());
+    EXPECT_EQ(value::make_u64(~0ull).u, ~0ull);
+    EXPECT_EQ(value::make_i64(std::numeric_limits<int64_t>::min()).i,
+              std::numeric_limits<int64_t>::min());
+    EXPECT_EQ(value::make_f32(1.5f).f, 1.5);
+    EXPECT_EQ(value::make_f64(0.1).f, 0.1);
+    EXPECT_EQ(value::make_bool(true).u, 1u);
+    EXPECT_EQ(value::make_string("abc").s, "abc");
+
+    for (const value& v :
+         {value::make_u8(1), value::make_i8(1), value::make_u16(1), value::make_i16(1),
+          value::make_u32(1), value::make_i32(1), value::make_u64(1), value::make_i64(1)}) {
+        EXPECT_TRUE(v.is_integer()) << value_type_name(v.type);
+        EXPECT_FALSE(v.is_float()) << value_type_name(v.type);
+    }
+    EXPECT_TRUE(value::make_f32(1).is_float());
+    EXPECT_TRUE(value::make_f64(1).is_float());
+    EXPECT_FALSE(value::make_f64(1).is_integer());
+    EXPECT_FALSE(value::make_bool(true).is_integer());
+    EXPECT_FALSE(value::make_string("1").is_integer());
+    EXPECT_FALSE(value::make_i32_array({1}).is_integer());
+
+    const value sa = value::make_string_array({"a", "", "c"});
+    EXPECT_EQ(sa.type, value_type::array);
+    EXPECT_EQ(sa.elem_type, value_type::string);
+    ASSERT_EQ(sa.arr.size(), 3u);
+    EXPECT_EQ(sa.arr[2].s, "c");
+    EXPECT_EQ(value::make_i32_array({-1, 2}).arr[0].i, -1);
+    EXPECT_EQ(value::make_f32_array({0.25f}).arr[0].f, 0.25);
+}
+
+TEST(gguf_value, equality) {
+    EXPECT_EQ(value::make_u32(7), value::make_u32(7));
+    EXPECT_NE(value::make_u32(7), value::make_u64(7));  // type is part of the value
+    EXPECT_NE(value::make_u32(7), value::make_u32(8));
+    EXPECT_NE(value::make_f32(1.0f), value::make_f64(1.0));
+    EXPECT_EQ(value::make_f32(NAN), value::make_f32(NAN));
+    EXPECT_NE(value::make_f64(0.0), value::make_f64(-0.0));
+    EXPECT_EQ(value::make_string("x"), value::make_string("x"));
+    EXPECT_NE(value::make_string("x"), value::make_string("y"));
+    EXPECT_EQ(value::make_i32_array({1, 2}), value::make_i32_array({1, 2}));
+    EXPECT_NE(value::make_i32_array({1, 2}), value::make_i32_array({1, 2, 3}));
+    EXPECT_NE(value::make_array(value_type::u8, {}), value::make_array(value_type::i8, {}));
+    // Members the type does not select do not take part.
+    value a = value::make_u32(3);
+    a.s = "ignored";
+    EXPECT_EQ(a, value::make_u32(3));
+}
+
+TEST(gguf_value, names) {
+    EXPECT_STREQ(value_type_name(value_type::u8), "u8");
+    EXPECT_STREQ(value_type_name(value_type::boolean), "bool");
+    EXPECT_STREQ(value_type_name(value_type::string), "string");
+    EXPECT_STREQ(value_type_name(value_type::array), "array");
+    EXPECT_STREQ(value_type_name(value_type::f64), "f64");
+    EXPECT_STREQ(value_type_name(static_cast<value_type>(99)), "unknown");
+
+    tensor_info t;
+    t.n_dims = 2;
+    t.ne[0] = 4096;
+    t.ne[1] = 129280;
+    EXPECT_EQ(t.shape_str(), "[4096, 129280]");
+    EXPECT_EQ(t.n_elements(), int64_t{4096} * 129280);
+    t.n_dims = 1;
+    EXPECT_EQ(t.shape_str(), "[4096]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trips
+// ---------------------------------------------------------------------------------------------
+
+std::vector<kv> all_value_kinds() {
+    std::vector<kv> out;
+    auto add = [&](const std::string& k, value v) { out.push_back({k, std::move(v)}); };
+    add("t.u8", value::make_u8(255));
+    add("t.i8", value::make_i8(-128));
+    add("t.u16", value::make_u16(65535));
+    add("t.i16", value::make_i16(-32768));
+    add("t.u32", value::make_u32(0xfffffffeu));
+    add("t.i32", value::make_i32(std::numeric_limits<int32_t>::min()));
+    add("t.u64", value::make_u64(0xfedcba9876543210ull));
+    add("t.i64", value::make_i64(std::numeric_limits<int64_t>::min()));
+    add("t.f32", value::make_f32(-1.25e-7f));
+    add("t.f32.inf", value::make_f32(INFINITY));
+    add("t.f32.negzero", value::make_f32(-0.0f));
+    add("t.f64", value::make_f64(3.141592653589793));
+    add("t.f64.denormal", value::make_f64(4.9e-324));
+    add("t.bool.true", value::make_bool(true));
+    add("t.bool.false", value::make_bool(false));
+    add("t.string", value::make_string("deepseek4"));
+    add("t.string.empty", value::make_string(""));
+    add("t.string.unicode", value::make_string("<｜begin▁of▁sentence｜> ünïcödé 🚀 ｜DSML｜"));
+    add("t.string.nul", value::make_string(std::string("a\0b", 3)));
+    add("t.arr.empty.u8", value::make_array(value_type::u8, {}));
+    add("t.arr.empty.string", value::make_array(value_type::string, {}));
+    add("t.arr.empty.array", value::make_array(value_type::array, {}));
+    add("t.arr.u8", value::make_array(value_type::u8, {value::make_u8(0), value::make_u8(255)}));
+    add("t.arr.i8", value::make_array(value_type::i8, {value::make_i8(-1)}));
+    add("t.arr.u16", value::make_array(value_type::u16, {value::make_u16(7)}));
+    add("t.arr.i16", value::make_array(value_type::i16, {value::make_i16(-7)}));
+    add("t.arr.u32", value::make_array(value_type::u32, {value::make_u32(1), value::make_u32(2)}));
+    add("t.arr.i32", value::make_i32_array({4, 128, 0, -1}));
+    add("t.arr.u64", value::make_array(value_type::u64, {value::make_u64(~0ull)}));
+    add("t.arr.i64", value::make_array(value_type::i64, {value::make_i64(-2)}));
+    add("t.arr.f32", value::make_f32_array({10.0f, -0.5f}));
+    add("t.arr.f64", value::make_array(value_type::f64, {value::make_f64(1e300)}));
+    add("t.arr.bool",
+        value::make_array(value_type::boolean, {value::make_bool(true), value::make_bool(false)}));
+    add("t.arr.string", value::make_string_array({"a", "", "é", "<think>"}));
+    // Arrays of arrays, three levels, with empty and differently typed inner arrays.
+    value inner_a = value::make_i32_array({1, 2, 3});
+    value inner_b = value::make_string_array({"x", ""});
+    value inner_c = value::make_array(value_type::f64, {});
+    value mid = value::make_array(value_type::array, {inner_a, inner_b, inner_c});
+    add("t.arr.nested",
+        value::make_array(value_type::array, {mid, value::make_array(value_type::array, {})}));
+    return out;
+}
+
+struct tensor_spec {
+    std::string name;
+    ggml_type type;
+    std::vector<int64_t> ne;
+};
+
+std::vector<tensor_spec> all_tensor_kinds() {
+    return {
+        {"f32.1d", ggml_type::F32, {7}},
+        {"f16.2d", ggml_type::F16, {3, 5}},
+        {"bf16.3d", ggml_type::BF16, {2, 3, 4}},
+        {"q8_0.2d", ggml_type::Q8_0, {64, 3}},
+        {"q2_k.2d", ggml_type::Q2_K, {256, 2}},
+        {"q4_k.3d", ggml_type::Q4_K, {256, 1, 2}},
+        {"iq2_xxs.4d", ggml_type::IQ2_XXS, {512, 1, 1, 2}},
+        {"i32.4d", ggml_type::I32, {5, 1, 2, 1}},
+        {"q8_k.2d", ggml_type::Q8_K, {256, 3}},
+        {"blk.0.attn_q_a.weight", ggml_type::F32, {1}},
+    };
+}
+
+uint64_t expected_bytes(const tensor_spec& s) {
+    const type_traits& tr = type_traits_of(s.type);
+    int64_t n = 1;
+    for (int64_t d : s.ne) n *= d;
+    return static_cast<uint64_t>(n) / tr.block_elems * tr.block_bytes;
+}
+
+void round_trip(uint32_t alignment, size_t chunk) {
+    const std::string path = temp_dir() + "/rt.gguf";
+    const auto kvs = all_value_kinds();
+    const auto specs = all_tensor_kinds();
+    std::vector<uint8_t> all_data;
+    std::vector<std::vector<uint8_t>> per_tensor;
+    for (size_t k = 0; k < specs.size(); ++k) {
+        per_tensor.push_back(pattern(expected_bytes(specs[k]), static_cast<uint32_t>(k + 1)));
+        all_data.insert(all_data.end(), per_tensor.back().begin(), per_tensor.back().end());
+    }
+
+    uint64_t planned = 0;
+    {
+        writer w(path, alignment);
+        for (const kv& e : kvs) w.set(e.key, e.val);
+        for (const auto& s : specs) w.add_tensor(s.name, s.type, s.ne);
+        planned = w.planned_size();
+        for (size_t pos = 0; pos < all_data.size(); pos += chunk) {
+            w.write_tensor_data(all_data.data() + pos, std::min(chunk, all_data.size() - pos));
+        }
+        EXPECT_EQ(planned, w.planned_size());
+        w.finish();
+    }
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    EXPECT_EQ(fs::file_size(path), planned);
+
+    auto r = reader::open(path);
+    EXPECT_EQ(r->path(), path);
+    EXPECT_EQ(r->version(), 3u);
+    EXPECT_EQ(r->alignment(), alignment);
+    EXPECT_EQ(r->file_size(), planned);
+    EXPECT_EQ(r->data_offset() % alignment, 0u);
+
+    // The writer adds general.alignment (first) only when it is not the default.
+    std::vector<kv> expect = kvs;
+    if (alignment != kDefaultAlignment) {
+        expect.insert(expect.begin(), kv{"general.alignment", value::make_u32(alignment)});
+    }
+    ASSERT_EQ(r->metadata().size(), expect.size());
+    for (size_t k = 0; k < expect.size(); ++k) {
+        EXPECT_EQ(r->metadata()[k].key, expect[k].key);
+        EXPECT_TRUE(r->metadata()[k].val == expect[k].val) << expect[k].key;
+        const value* found = r->find(expect[k].key);
+        ASSERT_NE(found, nullptr) << expect[k].key;
+        EXPECT_TRUE(*found == expect[k].val) << expect[k].key;
+    }
+    EXPECT_EQ(r->find("no.such.key"), nullptr);
+    EXPECT_EQ(r->find("general.alignment") != nullptr, alignment != kDefaultAlignment);
+
+    ASSERT_EQ(r->tensors().size(), specs.size());
+    for (size_t k = 0; k < specs.size(); ++k) {
+        const tensor_info& t = r->tensors()[k];
+        EXPECT_EQ(t.name, specs[k].name);
+        EXPECT_EQ(t.type, specs[k].type);
+        ASSERT_EQ(t.n_dims, specs[k].ne.size());
+        for (int d = 0; d < kMaxDims; ++d) {
+            const int64_t want = d < static_cast<int>(specs[k].ne.size()) ? specs[k].ne[d] : 1;
+            EXPECT_EQ(t.ne[d], want) << t.name << " dim " << d;
+        }
+        EXPECT_EQ(t.n_bytes, per_tensor[k].size());
+        EXPECT_EQ(t.offset % alignment, 0u);
+        EXPECT_EQ(r->find_tensor(specs[k].name), &t);
+        const uint8_t* p = r->tensor_data(t);
+        EXPECT_EQ(std::memcmp(p, per_tensor[k].data(), per_tensor[k].size()), 0) << t.name;
+        EXPECT_EQ((p - r->tensor_data(r->tensors()[0])) % alignment, 0);
+    }
+    EXPECT_EQ(r->find_tensor("missing"), nullptr);
+}
+
+TEST(gguf_round_trip, default_alignment_one_write) {
+    round_trip(32, size_t{1} << 30);
+}
+TEST(gguf_round_trip, default_alignment_small_chunks) {
+    round_trip(32, 7);
+}
+TEST(gguf_round_trip, alignment_64_chunks_span_tensors) {
+    round_trip(64, 1000);
+}
+TEST(gguf_round_trip, alignment_1) {
+    round_trip(1, 13);
+}
+TEST(gguf_round_trip, alignment_4096) {
+    round_trip(4096, 333);
+}
+
+TEST(gguf_round_trip, big_tensor_goes_straight_to_the_file) {
+    const std::string path = temp_dir() + "/big.gguf";
+    const auto small = pattern(16, 1);
+    const auto big = pattern(3u << 20, 2);  // larger than the writer's buffer
+    {
+        writer w(path);
+        w.add_tensor("small", ggml_type::F32, {4});
+        w.add_tensor("big", ggml_type::F32, {static_cast<int64_t>(big.size() / 4)});
+        w.add_tensor("tail", ggml_type::F32, {4});
+        w.write_tensor_data(small.data(), small.size());
+        w.write_tensor_data(big.data(), big.size());
+        w.write_tensor_data(small.data(), small.size());
+        w.finish();
+    }
+    auto r = reader::open(path);
+    ASSERT_EQ(r->tensors().size(), 3u);
+    EXPECT_EQ(std::memcmp(r->tensor_data(*r->find_tensor("big")), big.data(), big.size()), 0);
+    EXPECT_EQ(std::memcmp(r->tensor_data(*r->find_tensor("tail")), small.data(), 16), 0);
+}
+
+TEST(gguf_round_trip, version_2_reads) {
+    const std::string path = temp_dir() + "/v2.gguf";
+    const auto data = pattern(34, 3);
+    {
+        writer w(path, kDefaultAlignment, 2);
+        w.set("general.architecture", value::make_string("deepseek4"));
+        w.add_tensor("q", ggml_type::Q8_0, {32});
+        w.write_tensor_data(data.data(), data.size());
+        w.finish();
+    }
+    auto r = reader::open(path);
+    EXPECT_EQ(r->version(), 2u);
+    EXPECT_EQ(r->find("general.architecture")->s, "deepseek4");
+    EXPECT_EQ(std::memcmp(r->tensor_data(r->tensors()[0]), data.data(), data.size()), 0);
+}
+
+TEST(gguf_round_trip, metadata_only_file) {
+    const std::string path = temp_dir() + "/meta.gguf";
+    {
+        writer w(path);
+        w.set("a", value::make_u32(1));
+        w.set("b", value::make_string("x"));
+        w.set("a", value::make_u32(2));  // a repeated key replaces, keeping its place
+        w.finish();
+    }
+    auto r = reader::open(path);
+    ASSERT_EQ(r->metadata().size(), 2u);
+    EXPECT_EQ(r->metadata()[0].key, "a");
+    EXPECT_EQ(r->metadata()[0].val.u, 2u);
+    EXPECT_TRUE(r->tensors().empty());
+}
+
+TEST(gguf_round_trip, explicit_alignment_key) {
+    const std::string dir = temp_dir();
+    {
+        writer w(dir + "/a32.gguf");
+        w.set("general.alignment", value::make_u32(32));
+        w.finish();
+    }
+    EXPECT_NE(reader::open(dir + "/a32.gguf")->find("general.alignment"), nullptr);
+    {
+        writer w(dir + "/a128.gguf", 128);
+        w.set("general.alignment", value::make_u32(128));
+        w.set("x", value::make_u8(1));
+        w.add_tensor("t", ggml_type::F32, {3});
+        const auto d = pattern(12, 4);
+        w.write_tensor_data(d.data(), d.size());
+        w.finish();
+    }
+    auto r = reader::open(dir + "/a128.gguf");
+    EXPECT_EQ(r->alignment(), 128u);
+    EXPECT_EQ(r->metadata().size(), 2u);  // not added a second time
+    EXPECT_EQ(r->metadata()[0].key, "general.alignment");
+}
+
+TEST(gguf_round_trip, finish_replaces_existing_file) {
+    const std::string path = temp_dir() + "/replace.gguf";
+    write_file(path, {'o', 'l', 'd'});
+    {
+        writer w(path);
+        w.set("k", value::make_bool(true));
+        w.finish();
+    }
+    EXPECT_TRUE(reader::open(path)->find("k")->u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader: file-level errors
+// ---------------------------------------------------------------------------------------------
+
+TEST(gguf_reader_errors, nonexistent_file) {
+    const std::string path = temp_dir() + "/missing.gguf";
+    const std::string msg = error_of([&] { reader::open(path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("No such file"), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, directory) {
+    const std::string dir = temp_dir();
+    const std::string msg = error_of([&] { reader::open(dir); });
+    EXPECT_NE(msg.find(dir), std::string::npos) << msg;
+    EXPECT_NE(msg.find("directory"), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, fifo_is_refused_without_blocking) {
+    const std::string path = temp_dir() + "/fifo";
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    const std::string msg = error_of([&] { reader::open(path); });
+    EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, empty_file) {
+    const std::string path = temp_dir() + "/empty.gguf";
+    write_file(path, {});
+    const std::string msg = error_of([&] { reader::open(path); });
+    EXPECT_NE(msg.find(path + ": offset 0: empty file"), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, smaller_than_header) {
+    const std::string path = temp_dir() + "/short.gguf";
+    write_file(path, {'G', 'G', 'U', 'F', 3, 0});
+    const std::string msg = error_of([&] { reader::open(path); });
+    EXPECT_NE(msg.find(path + ": offset 4: truncated"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("version"), std::string::npos) << msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader: specific corruptions, each naming its culprit
+// ---------------------------------------------------------------------------------------------
+
+TEST(gguf_reader_errors, bad_magic) {
+    builder f;
+    f.u32(0x46554748).u32(3).u64(0).u64(0);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("crafted.gguf: offset 0: bad magic"), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, bad_version) {
+    for (uint32_t v : {0u, 4u, 0x03000000u}) {
+        builder f;
+        f.header(0, 0, v);
+        const std::string msg = open_error(f.b);
+        EXPECT_NE(msg.find("offset 4"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("version " + std::to_string(v)), std::string::npos) << msg;
+    }
+    builder v1;
+    v1.u32(kMagic).u32(1).u32(0).u32(0);
+    EXPECT_NE(open_error(v1.b).find("version 1"), std::string::npos);
+}
+
+TEST(gguf_reader_errors, huge_counts) {
+    builder f;
+    f.header(1ull << 60, 0);
+    EXPECT_NE(open_error(f.b).find("offset 8: tensor count"), std::string::npos);
+    builder g;
+    g.header(0, ~0ull);
+    EXPECT_NE(open_error(g.b).find("offset 16: metadata count"), std::string::npos);
+}
+
+TEST(gguf_reader_errors, huge_array_count) {
+    builder f;
+    f.header(0, 1).str("big.array").u32(static_cast<uint32_t>(value_type::array));
+    f.u32(static_cast<uint32_t>(value_type::u8)).u64(1ull << 60).zeros(64);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'big.array'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("offset " + std::to_string(24 + 8 + 9 + 4 + 4)), std::string::npos) << msg;
+    // Strings need at least 8 bytes each: 64 bytes cannot hold 9 of them.
+    builder g;
+    g.header(0, 1).str("strings").u32(static_cast<uint32_t>(value_type::array));
+    g.u32(static_cast<uint32_t>(value_type::string)).u64(9).zeros(64);
+    EXPECT_NE(open_error(g.b).find("'strings'"), std::string::npos);
+}
+
+// A count that the remaining bytes could hold but that no real file has (in a 100 GB model a
+// corrupt count would otherwise decode gigabytes of tensor data as metadata).
+TEST(gguf_reader_errors, too_many_metadata_values) {
+    const uint64_t count = (uint64_t{1} << 22) + 1;
+    builder f;
+    f.header(0, 1).str("many").u32(static_cast<uint32_t>(value_type::array));
+    f.u32(static_cast<uint32_t>(value_type::u8)).u64(count).zeros(count);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'many': metadata would hold more than 4194304 values"), std::string::npos)
+        << msg;
+}
+
+TEST(gguf_reader_errors, huge_string_length) {
+    builder f;
+    f.header(0, 1).str("huge.string").u32(static_cast<uint32_t>(value_type::string));
+    f.u64(1ull << 62).zeros(16);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'huge.string'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("string length"), std::string::npos) << msg;
+
+    builder k;  // the key itself
+    k.header(0, 1).u64(~0ull).zeros(32);
+    const std::string kmsg = open_error(k.b);
+    EXPECT_NE(kmsg.find("offset 24: key of metadata entry #0"), std::string::npos) << kmsg;
+}
+
+TEST(gguf_reader_errors, duplicate_key) {
+    builder f;
+    f.header(0, 3).kv_u32("a", 1).kv_u32("dup.key", 2).kv_u32("dup.key", 3);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("duplicate key 'dup.key'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("offset "), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, unknown_value_type) {
+    builder f;
+    f.header(0, 1).str("odd.type").u32(13).u32(0);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'odd.type'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("unknown value type 13"), std::string::npos) << msg;
+    builder g;
+    g.header(0, 1).str("odd.elem").u32(static_cast<uint32_t>(value_type::array)).u32(77).u64(0);
+    EXPECT_NE(open_error(g.b).find("'odd.elem'"), std::string::npos);
+}
+
+TEST(gguf_reader_errors, bool_not_0_or_1) {
+    builder f;
+    f.header(0, 1).str("flag").u32(static_cast<uint32_t>(value_type::boolean)).u8(2);
+    EXPECT_NE(open_error(f.b).find("'flag'"), std::string::npos);
+}
+
+TEST(gguf_reader_errors, nesting_depth) {
+    auto nested = [](int depth) {
+        builder f;
+        f.header(0, 1).str("deep").u32(static_cast<uint32_t>(value_type::array));
+        for (int d = 1; d < depth; ++d) f.u32(static_cast<uint32_t>(value_type::array)).u64(1);
+        f.u32(static_cast<uint32_t>(value_type::u8)).u64(1).u8(42);
+        return f.b;
+    };
+    const auto ok = nested(8);
+    auto r = reader::open_memory(ok.data(), ok.size(), "ok.gguf");
+    EXPECT_EQ(r->find("deep")->arr[0].arr[0].arr[0].arr[0].arr[0].arr[0].arr[0].arr[0].u, 42u);
+    const auto deep = nested(9);
+    const std::string msg = open_error(deep);
+    EXPECT_NE(msg.find("'deep'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("nested deeper"), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, bad_alignment_value) {
+    for (uint32_t a : {0u, 48u, 3u}) {
+        builder f;
+        f.header(0, 1).kv_u32("general.alignment", a);
+        const std::string msg = open_error(f.b);
+        EXPECT_NE(msg.find("offset 24: key 'general.alignment'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("power of two"), std::string::npos) << msg;
+    }
+    builder f;
+    f.header(0, 1).str("general.alignment").u32(static_cast<uint32_t>(value_type::u64)).u64(32);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'general.alignment': expected type u32, found u64"), std::string::npos)
+        << msg;
+}
+
+TEST(gguf_reader_errors, n_dims_over_4) {
+    builder f;
+    f.header(1, 0).tensor("five.d", {1, 1, 1, 1, 1}, kF32, 0).pad(32).zeros(32);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'five.d': n_dims 5"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("offset "), std::string::npos) << msg;
+    builder g;
+    g.header(1, 0).tensor("zero.d", {}, kF32, 0).pad(32).zeros(32);
+    EXPECT_NE(open_error(g.b).find("'zero.d': n_dims 0"), std::string::npos);
+}
+
+TEST(gguf_reader_errors, bad_ne) {
+    builder f;
+    f.header(1, 0).tensor("zero.ne", {4, 0}, kF32, 0).pad(32).zeros(32);
+    EXPECT_NE(open_error(f.b).find("'zero.ne': ne[1] = 0"), std::string::npos);
+    builder g;
+    g.header(1, 0).tensor("neg.ne", {1ull << 63}, kF32, 0).pad(32).zeros(32);
+    EXPECT_NE(open_error(g.b).find("'neg.ne': ne[0]"), std::string::npos);
+    builder h;
+    h.header(1, 0).tensor("overflow", {1ull << 40, 1ull << 40}, kF32, 0).pad(32).zeros(32);
+    const std::string msg = open_error(h.b);
+    EXPECT_NE(msg.find("'overflow': element count"), std::string::npos) << msg;
+    builder i;  // element count fits, byte size does not
+    i.header(1, 0).tensor("bytes.overflow", {1ull << 31, 1ull << 31}, kF32, 0).pad(32).zeros(32);
+    EXPECT_NE(open_error(i.b).find("'bytes.overflow'"), std::string::npos);
+}
+
+TEST(gguf_reader_errors, unknown_tensor_type) {
+    builder f;
+    f.header(1, 0).tensor("blk.3.ffn_up_exps.weight", {32}, 2, 0).pad(32).zeros(64);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'blk.3.ffn_up_exps.weight': unknown tensor type id 2"), std::string::npos)
+        << msg;
+}
+
+TEST(gguf_reader_errors, ne0_not_multiple_of_block) {
+    builder f;
+    f.header(1, 0)
+        .tensor("q8.ragged", {33, 32}, static_cast<uint32_t>(ggml_type::Q8_0), 0)
+        .pad(32)
+        .zeros(34 * 33);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'q8.ragged'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("multiple of 32"), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, misaligned_offset) {
+    builder f;
+    f.header(2, 0).tensor("a", {4}, kF32, 0).tensor("misaligned", {4}, kF32, 16).pad(32).zeros(64);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'misaligned': data offset 16 is not a multiple of the alignment 32"),
+              std::string::npos)
+        << msg;
+}
+
+TEST(gguf_reader_errors, data_past_end_of_file) {
+    builder f;
+    f.header(1, 0).tensor("blk.0.attn_q_a.weight", {8}, kF32, 32).pad(32);
+    const uint64_t data_start = f.b.size();
+    f.zeros(40);
+    const std::string msg = open_error(f.b);
+    const std::string want = "tensor 'blk.0.attn_q_a.weight': data [" +
+                             std::to_string(data_start + 32) + ", " +
+                             std::to_string(data_start + 64) + ") extends past end of file (" +
+                             std::to_string(f.b.size()) + " bytes)";
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind("crafted.gguf: offset ", 0), 0u) << msg;
+
+    builder g;  // offset + size wraps around 2^64
+    g.header(1, 0).tensor("wraps", {8}, kF32, ~0ull - 31).pad(32).zeros(32);
+    EXPECT_NE(open_error(g.b).find("'wraps'"), std::string::npos);
+}
+
+TEST(gguf_reader_errors, data_section_past_end_of_file) {
+    builder f;  // infos end mid-way; the padded data section start is beyond the file
+    f.header(1, 0).tensor("t", {1}, kF32, 0);
+    EXPECT_NE(open_error(f.b).find("'t': data ["), std::string::npos);
+}
+
+TEST(gguf_reader_errors, overlapping_tensors) {
+    builder f;
+    f.header(2, 0).tensor("first", {16}, kF32, 0).tensor("second", {8}, kF32, 32).pad(32).zeros(96);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("'second'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("overlaps tensor 'first'"), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, duplicate_tensor) {
+    builder f;
+    f.header(2, 0).tensor("tok.weight", {8}, kF32, 0).tensor("tok.weight", {8}, kF32, 32);
+    f.pad(32).zeros(64);
+    const std::string msg = open_error(f.b);
+    EXPECT_NE(msg.find("duplicate tensor name 'tok.weight'"), std::string::npos) << msg;
+}
+
+TEST(gguf_reader_errors, custom_alignment_governs_offsets) {
+    builder f;  // offset 32 is fine for alignment 32 but not for 64
+    f.header(2, 1).kv_u32("general.alignment", 64);
+    f.tensor("a", {8}, kF32, 0).tensor("b", {8}, kF32, 32).pad(64).zeros(128);
+    EXPECT_NE(open_error(f.b).find("'b': data offset 32 is not a multiple of the alignment 64"),
+              std::string::npos);
+}
+
+TEST(gguf_reader_errors, long_names_are_cut_short_in_messages) {
+    const std::string name(10000, 'n');
+    builder f;
+    f.header(1, 0).tensor(name, {8}, 99, 0).pad(32).zeros(32);
+    const std::string msg = open_error(f.b);
+    EXPECT_LT(msg.size(), 400u);
+    EXPECT_NE(msg.find("(10000 bytes)"), std::string::npos) << msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer misuse
+// ---------------------------------------------------------------------------------------------
+
+TEST(gguf_writer, too_many_bytes) {
+    const std::string path = temp_dir() + "/many.gguf";
+    writer w(path);
+    w.add_tensor("t", ggml_type::F32, {4});
+    const auto d = pattern(17, 5);
+    EXPECT_NE(error_of([&] { w.write_tensor_data(d.data(), 17); }).find("only 16 bytes"),
+              std::string::npos);
+    w.write_tensor_data(d.data(), 16);
+    EXPECT_NE(error_of([&] { w.write_tensor_data(d.data(), 1); }).find(path), std::string::npos);
+    w.finish();
+    EXPECT_EQ(reader::open(path)->tensors()[0].n_bytes, 16u);
+}
+
+TEST(gguf_writer, too_few_bytes_at_finish) {
+    const std::string path = temp_dir() + "/few.gguf";
+    {
+        writer w(path);
+        w.add_tensor("full", ggml_type::F32, {2});
+        w.add_tensor("partial", ggml_type::F32, {4});
+        const auto d = pattern(16, 6);
+        w.write_tensor_data(d.data(), 12);
+        const std::string msg = error_of([&] { w.finish(); });
+        EXPECT_NE(msg.find("'partial' has 4 of 16 bytes"), std::string::npos) << msg;
+    }
+    EXPECT_FALSE(fs::exists(path));
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(gguf_writer, duplicate_tensor_name) {
+    writer w(temp_dir() + "/dup.gguf");
+    w.add_tensor("x", ggml_type::F32, {1});
+    EXPECT_NE(
+        error_of([&] { w.add_tensor("x", ggml_type::F16, {2}); }).find("duplicate tensor name 'x'"),
+        std::string::npos);
+}
+
+TEST(gguf_writer, bad_shapes) {
+    writer w(temp_dir() + "/shape.gguf");
+    EXPECT_NE(error_of([&] { w.add_tensor("q8", ggml_type::Q8_0, {33}); }).find("multiple of 32"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  w.add_tensor("q4k", ggml_type::Q4_K, {128, 2});
+              }).find("'q4k'"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  w.add_tensor("zero", ggml_type::F32, {4, 0});
+              }).find("'zero'"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { w.add_tensor("neg", ggml_type::F32, {-4}); }).find("'neg'"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  w.add_tensor("five", ggml_type::F32, {1, 1, 1, 1, 1});
+              }).find("5 dimensions"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  w.add_tensor("none", ggml_type::F32, std::span<const int64_t>());
+              }).find("0 dimensions"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  w.add_tensor("huge", ggml_type::F32, {int64_t{1} << 40, int64_t{1} << 40});
+              }).find("'huge'"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  w.add_tensor("type", static_cast<ggml_type>(2), {32});
+              }).find("unknown tensor type id 2"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { w.add_tensor("", ggml_type::F32, {1}); }).find("empty"),
+              std::string::npos);
+}
+
+TEST(gguf_writer, bad_metadata) {
+    writer w(temp_dir() + "/meta.gguf", 64);
+    EXPECT_NE(error_of([&] { w.set("", value::make_u8(1)); }).find("empty metadata key"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { w.set("general.alignment", value::make_u32(32)); }).find("64"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  w.set("general.alignment", value::make_u64(64));
+              }).find("general.alignment"),
+              std::string::npos);
+    value mixed = value::make_array(value_type::u32, {value::make_u32(1), value::make_i32(2)});
+    EXPECT_NE(error_of([&] { w.set("mixed", mixed); }).find("'mixed'[1]"), std::string::npos);
+    value wide = value::make_u8(0);
+    wide.u = 300;
+    EXPECT_NE(error_of([&] { w.set("wide", wide); }).find("out of range"), std::string::npos);
+    value big_f32 = value::make_f32(1.0f);
+    big_f32.f = 1e300;
+    EXPECT_NE(error_of([&] { w.set("big_f32", big_f32); }).find("out of range"), std::string::npos);
+    value deep = value::make_u8(1);
+    for (int d = 0; d < 9; ++d) deep = value::make_array(deep.type, {deep});
+    EXPECT_NE(error_of([&] { w.set("deep", deep); }).find("nested deeper"), std::string::npos);
+    EXPECT_NE(error_of([&] {
+                  w.set("odd", value::make_array(static_cast<value_type>(42), {}));
+              }).find("unknown array element type"),
+              std::string::npos);
+}
+
+TEST(gguf_writer, directory_is_fixed_once_data_flows) {
+    const std::string path = temp_dir() + "/fixed.gguf";
+    writer w(path);
+    w.add_tensor("a", ggml_type::F32, {2});
+    const auto d = pattern(8, 7);
+    w.write_tensor_data(d.data(), 4);
+    EXPECT_NE(error_of([&] { w.set("late", value::make_u8(1)); }).find("'late'"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { w.add_tensor("late", ggml_type::F32, {1}); }).find("'late'"),
+              std::string::npos);
+    w.write_tensor_data(d.data() + 4, 4);
+    w.finish();
+    EXPECT_NE(error_of([&] { w.finish(); }).find("after finish()"), std::string::npos);
+    EXPECT_NE(error_of([&] { w.write_tensor_data(d.data(), 1); }).find("after finish()"),
+              std::string::npos);
+}
+
+TEST(gguf_writer, destructor_without_finish_removes_tmp) {
+    const std::string path = temp_dir() + "/abandoned.gguf";
+    {
+        writer w(path);
+        w.set("k", value::make_u32(1));
+        w.add_tensor("t", ggml_type::F32, {1});
+        const float x = 1.0f;
+        w.write_tensor_data(&x, sizeof x);
+        EXPECT_TRUE(fs::exists(path + ".tmp"));
+        EXPECT_FALSE(fs::exists(path));
+    }
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(gguf_writer, bad_constructor_arguments) {
+    const std::string dir = temp_dir();
+    EXPECT_NE(error_of([&] { writer w(dir + "/a.gguf", 48); }).find("alignment 48"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { writer w(dir + "/a.gguf", 0); }).find("alignment 0"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { writer w(dir + "/a.gguf", 32, 1); }).find("version 1"),
+              std::string::npos);
+    const std::string missing = dir + "/no/such/dir/a.gguf";
+    const std::string msg = error_of([&] { writer w(missing); });
+    EXPECT_NE(msg.find(missing), std::string::npos) << msg;
+    EXPECT_NE(msg.find("No such file"), std::string::npos) << msg;
+}
+
+// A failing write(2) must surface as a magnetar::Error naming the file. RLIMIT_FSIZE with
+// SIGXFSZ ignored makes write() fail with EFBIG, the same path ENOSPC takes.
+TEST(gguf_writer, write_failure_is_reported) {
+    const std::string path = temp_dir() + "/limited.gguf";
+    struct rlimit old {};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+    auto* old_handler = ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = old;
+    lim.rlim_cur = 1 << 20;
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &lim), 0);
+    std::string msg;
+    {
+        writer w(path);
+        const auto big = pattern(2u << 20, 8);
+        w.add_tensor("big", ggml_type::F32, {static_cast<int64_t>(big.size() / 4)});
+        msg = error_of([&] {
+            w.write_tensor_data(big.data(), big.size());
+            w.finish();
+        });
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    ::signal(SIGXFSZ, old_handler);
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("failed"), std::string::npos) << msg;
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(gguf_writer, remove_drops_a_key_before_data) {
+    const std::string path = temp_dir() + "/remove.gguf";
+    {
+        writer w(path);
+        w.set("a", value::make_u32(1));
+        w.set("b", value::make_u32(2));
+        EXPECT_TRUE(w.remove("a"));
+        EXPECT_FALSE(w.remove("missing"));
+        w.add_tensor("t", ggml_type::F32, {4});
+        const float data[4] = {1, 2, 3, 4};
+        w.write_tensor_data(data, sizeof data);
+        EXPECT_FALSE(error_of([&] { w.remove("b"); }).empty());
+        w.finish();
+    }
+    auto r = reader::open(path);
+    EXPECT_EQ(r->find("a"), nullptr);
+    ASSERT_NE(r->find("b"), nullptr);
+    EXPECT_EQ(r->find("b")->u, 2u);
+}
+
+}  // namespace
+}  // namespace magnetar::gguf
