@@ -16,6 +16,7 @@ packages=(
     libgtest-dev libgmock-dev libbenchmark-dev
     nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libssl-dev
     clang libclang-rt-14-dev
+    python3 python3-torch python3-numpy
 )
 # Node.js and npm run the reference tokenizer. Keep an existing installation (it may come
 # from another source whose nodejs package conflicts with Debian's npm).

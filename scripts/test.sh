@@ -10,8 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
 echo "== tests: main build"
-ctest --test-dir build --output-on-failure -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
 
 echo "== tests: ASan + UBSan build of the parsers"
 werror=OFF
@@ -20,7 +23,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMAGNETAR_SANITIZE=O
     -DMAGNETAR_WERROR=$werror >/dev/null
 cmake --build build-asan --target test_unit test_quant
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L 'unit|quant'
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L 'unit|quant' | tee -a "$log"
 
 if command -v clang++ >/dev/null 2>&1; then
     echo "== fuzz: GGUF reader (libFuzzer, 30 s)"
@@ -30,5 +33,30 @@ if command -v clang++ >/dev/null 2>&1; then
     mkdir -p build-fuzz/corpus
     build-fuzz/bin/fuzz_gguf -max_total_time=30 -max_len=65536 -rss_limit_mb=2048 \
         build-fuzz/corpus tests/fuzz/seeds
+
+    echo "== fuzz: DSML parsers (libFuzzer, 15 s)"
+    cmake --build build-fuzz --target fuzz_dsml
+    mkdir -p build-fuzz/dsml-corpus
+    # The markers as a dictionary, so mutations reach inside tool blocks quickly.
+    cat > build-fuzz/dsml.dict <<'DICT'
+"<\xef\xbd\x9cDSML\xef\xbd\x9ctool_calls>"
+"</\xef\xbd\x9cDSML\xef\xbd\x9ctool_calls>"
+"<\xef\xbd\x9cDSML\xef\xbd\x9cinvoke name=\"f\">"
+"</\xef\xbd\x9cDSML\xef\xbd\x9cinvoke>"
+"<\xef\xbd\x9cDSML\xef\xbd\x9cparameter name=\"k\" string=\"true\">"
+"<\xef\xbd\x9cDSML\xef\xbd\x9cparameter name=\"k\" string=\"false\">"
+"<\xef\xbd\x9cDSML\xef\xbd\x9cparameter name=\"k\">"
+"</\xef\xbd\x9cDSML\xef\xbd\x9cparameter>"
+"<DSML\xef\xbd\x9ctool_calls>"
+"<tool_calls>"
+"</think>"
+"&amp;"
+DICT
+    build-fuzz/bin/fuzz_dsml -max_total_time=15 -max_len=4096 -rss_limit_mb=2048 \
+        -dict=build-fuzz/dsml.dict build-fuzz/dsml-corpus
 fi
+# One closing line over both ctest runs (the fuzzers print their own statistics above).
+total=$(awk '/tests passed, [0-9]+ tests failed out of/ {n += $NF} END {print n + 0}' "$log")
+failed=$(awk '/tests passed, [0-9]+ tests failed out of/ {n += $(NF-4)} END {print n + 0}' "$log")
 echo "== all test stages passed"
+echo "ctest: $((total - failed)) passed, $failed failed"
