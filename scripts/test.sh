@@ -54,6 +54,12 @@ if command -v clang++ >/dev/null 2>&1; then
 DICT
     build-fuzz/bin/fuzz_dsml -max_total_time=15 -max_len=4096 -rss_limit_mb=2048 \
         -dict=build-fuzz/dsml.dict build-fuzz/dsml-corpus
+
+    echo "== fuzz: tokenizer (libFuzzer, 20 s)"
+    cmake --build build-fuzz --target fuzz_tokenizer
+    mkdir -p build-fuzz/tokenizer-corpus
+    build-fuzz/bin/fuzz_tokenizer -max_total_time=20 -max_len=512 -rss_limit_mb=4096 \
+        build-fuzz/tokenizer-corpus tests/tokenizer/data
 fi
 # One closing line over both ctest runs (the fuzzers print their own statistics above).
 total=$(awk '/tests passed, [0-9]+ tests failed out of/ {n += $NF} END {print n + 0}' "$log")

@@ -1,0 +1,228 @@
+// The backend op interface: everything the forward pass asks of a compute device.
+//
+// Owns: the list of ops (op_kind), their parameter structs, and the device / buffer / stream
+// calls (allocate, upload, download, synchronize). The forward pass (src/graph) is written once
+// against this class and never touches tensor bytes itself, so a device backend (CUDA) drops in
+// behind the same calls. DeepSeek-V4-specific fused steps (HC pre/post, the compressor, the
+// indexer top-k, sparse attention with sinks, routing, MoE) are listed ops, not backdoors.
+//
+// Conventions shared by every op:
+//   * activations are F32, row-major, one row per token: `[n_tokens, width]` (ne[0] = width);
+//     inputs may be column views (row stride nb[1] larger than the row) unless stated;
+//   * weights are tensors over the model's bytes in their stored type (F32, F16, BF16, Q8_0,
+//     Q2_K, Q4_K, IQ2_XXS); matrices are `[n_in, n_out]` in GGUF order, i.e. n_out rows;
+//   * row r of a token batch is the token at absolute position p0 + r;
+//   * every op computes each token's outputs with the same arithmetic whatever the batch size
+//     or thread count (the basis of decode == prefill == chunked prefill, bit for bit);
+//   * outputs never alias inputs unless the op says "in place".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace magnetar::backend {
+
+enum class op_kind {
+    get_rows,
+    copy,
+    fill,
+    add,
+    matmul,
+    rms_norm,
+    rope_tail,
+    fp8_kv_roundtrip,
+    indexer_qat,
+    swiglu,
+    hc_pre,
+    hc_post,
+    hc_collapse,
+    kv_store,
+    compressor,
+    indexer_topk,
+    sparse_attention,
+    router,
+    moe,
+};
+
+const char* op_name(op_kind op);
+
+// RoPE on the tail of each head (spec model.md §4.2): adjacent pairs, YaRN frequency blend when
+// `yarn`, no magnitude factor.
+struct rope_params {
+    uint32_t n_rot = 0;  // rotated tail width
+    float freq_base = 10000.0f;
+    bool yarn = false;
+    float yarn_factor = 1.0f;    // s
+    uint64_t yarn_orig_ctx = 0;  // original context of the YaRN correction range
+    float beta_fast = 32.0f;
+    float beta_slow = 1.0f;
+};
+
+struct hc_params {
+    uint32_t n_hc = 0;       // streams
+    uint32_t n_embd = 0;     // D
+    float norm_eps = 1e-6f;  // RMS eps of the flattened state
+    float hc_eps = 1e-6f;    // pre-weight offset and Sinkhorn eps
+    uint32_t sinkhorn_iters = 20;
+};
+
+// One compressor lane of a layer (spec §6).
+struct compressor_params {
+    uint32_t ratio = 0;  // 4 (two-lane overlap) or 128
+    uint32_t width = 0;  // d: the head dim (main) or the indexer head dim
+    int64_t p0 = 0;      // position of the first token of the batch
+    float norm_eps = 1e-6f;
+    rope_params rope;
+    // Finalisation: main rows get the FP8 round trip on their first n_nope dims, indexer rows
+    // the indexer QAT (Hadamard, then FP4) over all dims.
+    bool indexer_qat = false;
+    uint32_t n_nope = 0;
+};
+
+struct indexer_params {
+    int64_t p0 = 0;
+    uint32_t ratio = 4;
+    uint32_t top_k = 0;
+    uint32_t n_head = 0;        // indexer heads
+    uint32_t head_dim = 0;      // indexer head dim
+    float weight_scale = 1.0f;  // 1/sqrt(head_dim * n_head), applied to the head weights
+};
+
+struct attention_params {
+    int64_t p0 = 0;
+    uint32_t n_head = 0;
+    uint32_t head_dim = 0;
+    uint32_t window = 0;  // raw rows visible to a query, itself included
+    uint32_t ratio = 0;   // 0: raw window only
+    uint32_t top_k = 0;   // ratio 4: indexer budget
+    float scale = 1.0f;   // softmax scale 1/sqrt(head_dim)
+};
+
+struct router_params {
+    uint32_t n_used = 0;    // k
+    float scale = 1.0f;     // route scale
+    bool normalize = true;  // renormalise the chosen weights to sum to one
+};
+
+// Routed expert tensors of one layer: [D, F, E], [D, F, E], [F, D, E].
+struct moe_weights {
+    tensor gate_exps, up_exps, down_exps;
+};
+
+// Scratch of one MoE call for n tokens with k experts each (from the caller's arena).
+struct moe_workspace {
+    tensor xg;       // [n*k, D]  token rows gathered per expert
+    tensor g, u;     // [n*k, F]
+    tensor contrib;  // [n*k, D]  each slot's expert output
+    tensor slots;    // [2*n*k + E + 1] I32: expert-sorted slot order, slot -> row, offsets
+};
+
+// The most one call can need from per-thread scratch, declared before the first op so that ops
+// never allocate.
+struct limits {
+    int64_t max_row = 0;         // longest weight row (elements) any matmul dequantizes
+    int64_t max_keys = 0;        // keys one query attends (raw window + compressed rows)
+    int64_t max_index_rows = 0;  // indexer rows one query scores
+};
+
+class backend {
+  public:
+    virtual ~backend() = default;
+
+    virtual const char* name() const = 0;
+    virtual bool supports(op_kind op) const = 0;
+
+    // ---- device, buffers, stream ----
+    virtual void* alloc_buffer(size_t bytes) = 0;
+    virtual void free_buffer(void* base) = 0;
+    // Grows per-thread scratch to cover `l` (never shrinks). Not called in the decode loop.
+    virtual void reserve(const limits& l) = 0;
+    // Host <-> device copies of whole contiguous tensors.
+    virtual void upload(const tensor& dst, const void* src) = 0;
+    virtual void download(const tensor& src, void* dst) = 0;
+    // Waits until every op issued so far has finished.
+    virtual void synchronize() = 0;
+
+    // ---- element-wise and data movement ----
+    // out [n, n_rep, w.ne[0]] = dequantized rows ids[i] of w, each written n_rep times.
+    virtual void get_rows(const tensor& w, const tensor& ids, const tensor& out, int n_rep) = 0;
+    // dst = src (same shape; either may be a view).
+    virtual void copy(const tensor& src, const tensor& dst) = 0;
+    virtual void fill(const tensor& dst, float value) = 0;
+    // out = a + b. b has a.n_rows() / rep rows: row i of a pairs with row i / rep of b.
+    virtual void add(const tensor& a, const tensor& b, const tensor& out, int rep) = 0;
+    // out = silu(min(g, c)) * clamp(u, -c, c) (spec §4.5).
+    virtual void swiglu(const tensor& g, const tensor& u, const tensor& out, float clamp) = 0;
+
+    // ---- linear algebra ----
+    // y [n, n_out] = x [n, n_in] times the rows of w: y[t][o] = dot(w row o, x row t).
+    virtual void matmul(const tensor& w, const tensor& x, const tensor& y) = 0;
+    // Each `group`-wide segment of each row divided by its RMS (eps inside the root), times w
+    // when w is given (w has `group` elements). In place allowed.
+    virtual void rms_norm(const tensor& x, const tensor& w, const tensor& out, uint32_t group,
+                          float eps) = 0;
+    // In place: rotates the last rope.n_rot dims of every head_dim-wide head of row r by
+    // position p0 + r (inverse: by minus that angle).
+    virtual void rope_tail(const tensor& x, uint32_t head_dim, const rope_params& rope, int64_t p0,
+                           bool inverse) = 0;
+    // In place: FP8 E4M3 round trip of the first n_nope dims of each row, blocks of 64 (§4.3).
+    virtual void fp8_kv_roundtrip(const tensor& x, uint32_t n_nope) = 0;
+    // In place: per head_dim-wide head, Hadamard rotation then FP4 E2M1 round trip (§4.4).
+    virtual void indexer_qat(const tensor& x, uint32_t head_dim) = 0;
+
+    // ---- hyper-connections (spec §5.2, §5.4, §5.6) ----
+    // x [n, n_hc*D] -> sublayer input y [n, D] (unnormalised), post [n, n_hc], comb
+    // [n, n_hc*n_hc] (Sinkhorn output, row a = source stream). mix [n, (2+n_hc)*n_hc] is
+    // workspace.
+    virtual void hc_pre(const hc_params& p, const tensor& x, const tensor& fn, const tensor& scale,
+                        const tensor& base, const tensor& y, const tensor& post, const tensor& comb,
+                        const tensor& mix) = 0;
+    // out[b] = post_b * f + sum_a comb[a][b] * x[a]; out [n, n_hc*D].
+    virtual void hc_post(const hc_params& p, const tensor& x, const tensor& f, const tensor& post,
+                         const tensor& comb, const tensor& out) = 0;
+    // Output-head collapse: out [n, D] = sum_j pre_j x[j]; mix [n, n_hc] is workspace.
+    virtual void hc_collapse(const hc_params& p, const tensor& x, const tensor& fn,
+                             const tensor& scale, const tensor& base, const tensor& out,
+                             const tensor& mix) = 0;
+
+    // ---- attention caches and attention (spec §5.3, §6) ----
+    // Writes the rows of a batch (kv [n, hd], positions p0..) into the raw ring [cap, hd] at
+    // index position mod cap (only the last cap rows of the batch land).
+    virtual void kv_store(const tensor& kv, const tensor& ring, int64_t p0) = 0;
+    // Streams a batch of projected tokens through one compressor lane. kvp, sc [n, coff*d]
+    // (sc without the positional bias: the op adds ape[p mod ratio]); state_kv, state_score
+    // [coff*ratio, coff*d] carry the frontier between batches; each completed block is pooled,
+    // normalised with norm [d], RoPE'd at its first position, rounded (FP8 or indexer QAT) and
+    // written to rows [cap, d] at its row index.
+    virtual void compressor(const compressor_params& p, const tensor& kvp, const tensor& sc,
+                            const tensor& ape, const tensor& norm, const tensor& state_kv,
+                            const tensor& state_score, const tensor& rows) = 0;
+    // Lightning indexer (§5.3e): for each query, scores the visible indexer rows with
+    // sum_h (wgt_h * weight_scale) * relu(qi_h . k) and writes the top_k row indices, ascending,
+    // to sel [n, top_k] (ties to the lower index); all -1 when every visible row fits the budget.
+    virtual void indexer_topk(const indexer_params& p, const tensor& qi, const tensor& wgt,
+                              const tensor& rows, const tensor& sel) = 0;
+    // One softmax with sinks over the raw window (batch rows kv for positions >= p0, ring rows
+    // before) and the visible compressed rows (all, or the indexer selection sel when it is not
+    // all -1). q, out [n, n_head*head_dim].
+    virtual void sparse_attention(const attention_params& p, const tensor& q, const tensor& kv,
+                                  const tensor& ring, const tensor& comp, const tensor& sel,
+                                  const tensor& sinks, const tensor& out) = 0;
+
+    // ---- mixture of experts (spec §5.5) ----
+    // Scores sqrt(softplus(logits)) [n, E]; selection from tid2eid (hash layers: table row of
+    // ids[t]) or the top k of score + bias (ties to the lower expert id, descending order);
+    // weights renormalised and scaled. sel [n, k] (I32), weights [n, k].
+    virtual void router(const router_params& p, const tensor& logits, const tensor& bias,
+                        const tensor& tid2eid, const tensor& ids, const tensor& sel,
+                        const tensor& weights) = 0;
+    // out [n, D] = sum over slots i (in order) of down_e(w_i * swiglu(gate_e x, up_e x)),
+    // e = sel[t][i]. Tokens are grouped by expert so each expert's weights are read once.
+    virtual void moe(const tensor& x, const tensor& sel, const tensor& weights,
+                     const moe_weights& w, float clamp, const tensor& out,
+                     const moe_workspace& ws) = 0;
+};
+
+}  // namespace magnetar::backend

@@ -1,0 +1,211 @@
+// CPU backend: attention-side ops. The raw sliding-window ring store, the compressor state
+// machine (spec model.md §6), the lightning indexer's top-k (§5.3e) and the sparse attention
+// with sinks (§5.3d/f).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels.h"
+
+namespace magnetar::backend {
+
+namespace {
+
+constexpr uint32_t kMaxRot = 256;
+
+}  // namespace
+
+void cpu_backend::kv_store(const tensor& kv, const tensor& ring, int64_t p0) {
+    const int64_t n = kv.n_rows();
+    const int64_t cap = ring.n_rows();
+    const size_t rb = static_cast<size_t>(kv.ne[0]) * 4;
+    for (int64_t r = std::max<int64_t>(0, n - cap); r < n; ++r) {
+        std::memcpy(ring.row_ptr((p0 + r) % cap), kv.row_ptr(r), rb);
+    }
+}
+
+void cpu_backend::compressor(const compressor_params& p, const tensor& kvp, const tensor& sc,
+                             const tensor& ape, const tensor& norm, const tensor& state_kv,
+                             const tensor& state_score, const tensor& rows) {
+    const int64_t R = p.ratio;
+    const int64_t d = p.width;
+    const bool overlap = R == 4;
+    const int64_t w2 = overlap ? 2 * d : d;  // projected width (coff * d)
+    MAGNETAR_ASSERT(kvp.ne[0] == w2 && sc.ne[0] == w2 && state_kv.ne[0] == w2 &&
+                        state_kv.n_rows() == (overlap ? 2 * R : R) && rows.ne[0] == d &&
+                        p.rope.n_rot <= kMaxRot,
+                    "compressor: shapes");
+    double omega[kMaxRot / 2];
+    cpu::rope_freqs(p.rope, omega);
+    // Sequential over tokens (the frontier is a state machine); the scratch of thread 0 holds
+    // one ape row and the pooled row.
+    float* ape_row = scratch(0);
+    float* pooled = ape_row + w2;
+    float cs[kMaxRot];
+    const int64_t n = kvp.n_rows();
+    for (int64_t t = 0; t < n; ++t) {
+        const int64_t pos = p.p0 + t;
+        const int64_t slot = overlap ? R + pos % R : pos % R;
+        cpu::dequant_row(ape, pos % R, ape_row);
+        float* skv = state_kv.f32_row(slot);
+        float* ssc = state_score.f32_row(slot);
+        const float* kt = kvp.f32_row(t);
+        const float* st = sc.f32_row(t);
+        for (int64_t i = 0; i < w2; ++i) {
+            skv[i] = kt[i];
+            ssc[i] = st[i] + ape_row[i];
+        }
+        if ((pos + 1) % R != 0) continue;
+
+        // Pool every channel: ratio 4 takes lane A (channels 0..d-1) of the previous block
+        // (rows 0..3) and lane B (channels d..2d-1) of this block (rows 4..7); ratio 128 the
+        // single lane of rows 0..127. Previous-block scores start at -inf (weight 0).
+        const int64_t n_cand = overlap ? 2 * R : R;
+        for (int64_t i = 0; i < d; ++i) {
+            auto chan = [&](int64_t c) { return overlap && c >= R ? d + i : i; };
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t c = 0; c < n_cand; ++c) mx = std::max(mx, state_score.f32_row(c)[chan(c)]);
+            float den = 0.0f, acc = 0.0f;
+            for (int64_t c = 0; c < n_cand; ++c) {
+                const float e = std::exp(state_score.f32_row(c)[chan(c)] - mx);
+                den += e;
+                acc += e * state_kv.f32_row(c)[chan(c)];
+            }
+            pooled[i] = acc / den;
+        }
+        const int64_t row = (pos + 1) / R - 1;
+        float* out = rows.f32_row(row);
+        cpu::rms_norm_row(pooled, norm.f32(), out, d, p.norm_eps);
+        cpu::rope_angles(omega, p.rope.n_rot, row * R, false, cs);
+        cpu::rope_apply(out, static_cast<uint32_t>(d), p.rope.n_rot, cs);
+        if (p.indexer_qat) {
+            cpu::hadamard(out, d);
+            cpu::fp4_roundtrip(out, d);
+        } else {
+            cpu::fp8_roundtrip(out, p.n_nope);
+        }
+        if (overlap) {
+            // The current block becomes the previous one.
+            for (int64_t c = 0; c < R; ++c) {
+                std::memcpy(state_kv.f32_row(c), state_kv.f32_row(R + c),
+                            static_cast<size_t>(w2) * 4);
+                std::memcpy(state_score.f32_row(c), state_score.f32_row(R + c),
+                            static_cast<size_t>(w2) * 4);
+            }
+        }
+    }
+}
+
+void cpu_backend::indexer_topk(const indexer_params& p, const tensor& qi, const tensor& wgt,
+                               const tensor& rows, const tensor& sel) {
+    const int64_t K = p.top_k;
+    const int64_t hd = p.head_dim;
+    const int64_t nh = p.n_head;
+    MAGNETAR_ASSERT(qi.ne[0] == nh * hd && wgt.ne[0] == nh && rows.ne[0] == hd && sel.ne[0] == K,
+                    "indexer_topk: shapes");
+    pool_.parallel_for(
+        qi.n_rows(),
+        [&](int64_t t0, int64_t t1, int th) {
+            float* score = scratch(th);
+            auto* idx = reinterpret_cast<int32_t*>(score + (scratch_floats_ / 2));
+            for (int64_t t = t0; t < t1; ++t) {
+                int32_t* out = sel.i32_row(t);
+                const int64_t n_vis = (p.p0 + t + 1) / p.ratio;
+                if (n_vis <= K) {
+                    std::fill_n(out, K, -1);
+                    continue;
+                }
+                MAGNETAR_ASSERT(static_cast<size_t>(n_vis) <= scratch_floats_ / 2,
+                                "indexer scratch too small");
+                const float* q = qi.f32_row(t);
+                const float* w = wgt.f32_row(t);
+                for (int64_t s = 0; s < n_vis; ++s) {
+                    const float* k = rows.f32_row(s);
+                    float acc = 0.0f;
+                    for (int64_t h = 0; h < nh; ++h) {
+                        const float dp = cpu::dot_f32(q + h * hd, k, hd);
+                        acc += (w[h] * p.weight_scale) * std::max(dp, 0.0f);
+                    }
+                    score[s] = acc;
+                    idx[s] = static_cast<int32_t>(s);
+                }
+                // Strict total order: higher score first, then lower index.
+                auto better = [&](int32_t a, int32_t b) {
+                    return score[a] > score[b] || (score[a] == score[b] && a < b);
+                };
+                std::nth_element(idx, idx + (K - 1), idx + n_vis, better);
+                std::sort(idx, idx + K);
+                std::copy(idx, idx + K, out);
+            }
+        },
+        1);
+}
+
+void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, const tensor& kv,
+                                   const tensor& ring, const tensor& comp, const tensor& sel,
+                                   const tensor& sinks, const tensor& out) {
+    const int64_t hd = p.head_dim;
+    const int64_t H = p.n_head;
+    const int64_t n = q.n_rows();
+    const int64_t cap = ring.n_rows();
+    MAGNETAR_ASSERT(q.ne[0] == H * hd && kv.ne[0] == hd && out.ne[0] == H * hd,
+                    "sparse_attention: shapes");
+    const float* sink = sinks.f32();
+    pool_.parallel_for(
+        n * H,
+        [&](int64_t j0, int64_t j1, int th) {
+            float* w = scratch(th);
+            for (int64_t j = j0; j < j1; ++j) {
+                const int64_t t = j / H;
+                const int64_t h = j % H;
+                const int64_t pos = p.p0 + t;
+                const float* qh = q.f32_row(t) + h * hd;
+                // Key list: raw window (ascending position) then compressed rows (ascending index).
+                auto raw_key = [&](int64_t kp) -> const float* {
+                    return kp >= p.p0 ? kv.f32_row(kp - p.p0) : ring.f32_row(kp % cap);
+                };
+                const int64_t lo = std::max<int64_t>(0, pos - p.window + 1);
+                const int64_t n_raw = pos - lo + 1;
+                int64_t n_comp = 0;
+                const int32_t* chosen = nullptr;
+                if (p.ratio != 0) {
+                    n_comp = (pos + 1) / p.ratio;
+                    if (p.ratio == 4 && n_comp > p.top_k) {
+                        n_comp = p.top_k;
+                        chosen = sel.i32_row(t);
+                    }
+                }
+                auto comp_key = [&](int64_t c) -> const float* {
+                    return comp.f32_row(chosen ? chosen[c] : c);
+                };
+                const int64_t n_keys = n_raw + n_comp;
+                MAGNETAR_ASSERT(static_cast<size_t>(n_keys) <= scratch_floats_,
+                                "attention scratch too small");
+                float mx = sink[h];
+                for (int64_t k = 0; k < n_keys; ++k) {
+                    const float* key = k < n_raw ? raw_key(lo + k) : comp_key(k - n_raw);
+                    w[k] = cpu::dot_f32(qh, key, hd) * p.scale;
+                    mx = std::max(mx, w[k]);
+                }
+                float den = std::exp(sink[h] - mx);
+                for (int64_t k = 0; k < n_keys; ++k) {
+                    w[k] = std::exp(w[k] - mx);
+                    den += w[k];
+                }
+                float* o = out.f32_row(t) + h * hd;
+                std::fill_n(o, hd, 0.0f);
+                for (int64_t k = 0; k < n_keys; ++k) {
+                    const float* v = k < n_raw ? raw_key(lo + k) : comp_key(k - n_raw);
+                    const float e = w[k];
+                    for (int64_t i = 0; i < hd; ++i) o[i] += e * v[i];
+                }
+                const float inv = 1.0f / den;
+                for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
+            }
+        },
+        1);
+}
+
+}  // namespace magnetar::backend

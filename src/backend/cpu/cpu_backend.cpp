@@ -1,0 +1,243 @@
+// CPU backend: memory, data movement, element-wise ops, matmul dispatch, norms, RoPE and the
+// model-defined rounding ops. HC ops live in hc.cpp, attention-side ops in attention.cpp, the
+// router and MoE in moe.cpp.
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/matmul.h"
+
+namespace magnetar::backend {
+
+namespace {
+
+constexpr size_t kBufferAlign = 64;
+constexpr uint32_t kMaxRot = 256;  // RoPE tail widths handled with stack tables
+
+// Rows handed to one thread at least, so that small ops do not wake the pool.
+int64_t rows_per_task(int64_t row_elems) {
+    return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_elems));
+}
+
+}  // namespace
+
+void cpu_backend::aligned_free::operator()(float* p) const {
+    std::free(p);
+}
+
+cpu_backend::cpu_backend(int n_threads) : pool_(n_threads) {
+    scratch_.resize(static_cast<size_t>(pool_.size()));
+}
+
+cpu_backend::~cpu_backend() = default;
+
+bool cpu_backend::supports(op_kind op) const {
+    switch (op) {
+        case op_kind::get_rows:
+        case op_kind::copy:
+        case op_kind::fill:
+        case op_kind::add:
+        case op_kind::matmul:
+        case op_kind::rms_norm:
+        case op_kind::rope_tail:
+        case op_kind::fp8_kv_roundtrip:
+        case op_kind::indexer_qat:
+        case op_kind::swiglu:
+        case op_kind::hc_pre:
+        case op_kind::hc_post:
+        case op_kind::hc_collapse:
+        case op_kind::kv_store:
+        case op_kind::compressor:
+        case op_kind::indexer_topk:
+        case op_kind::sparse_attention:
+        case op_kind::router:
+        case op_kind::moe:
+            return true;
+    }
+    return false;
+}
+
+void* cpu_backend::alloc_buffer(size_t bytes) {
+    const size_t n = (std::max<size_t>(bytes, 1) + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
+    void* p = std::aligned_alloc(kBufferAlign, n);
+    MAGNETAR_ASSERT(p != nullptr, "out of host memory for a backend buffer");
+    return p;
+}
+
+void cpu_backend::free_buffer(void* base) {
+    std::free(base);
+}
+
+void cpu_backend::reserve(const limits& l) {
+    // Matmul row blocks, a few rows of the widest tensor (compressor lanes, HC streams),
+    // attention scores, and indexer scores plus their indices.
+    const int64_t need = std::max({cpu::matmul_scratch_floats(std::max<int64_t>(l.max_row, 1)),
+                                   4 * l.max_row, l.max_keys, 2 * l.max_index_rows}) +
+                         64;
+    if (static_cast<size_t>(need) <= scratch_floats_) return;
+    scratch_floats_ = static_cast<size_t>(need);
+    for (auto& s : scratch_) {
+        s.reset(static_cast<float*>(alloc_buffer(scratch_floats_ * sizeof(float))));
+    }
+}
+
+void cpu_backend::upload(const tensor& dst, const void* src) {
+    const size_t rb = row_bytes(dst.type, dst.ne[0]);
+    const auto* s = static_cast<const uint8_t*>(src);
+    for (int64_t r = 0; r < dst.n_rows(); ++r)
+        std::memcpy(dst.row_ptr(r), s + static_cast<size_t>(r) * rb, rb);
+}
+
+void cpu_backend::download(const tensor& src, void* dst) {
+    const size_t rb = row_bytes(src.type, src.ne[0]);
+    auto* d = static_cast<uint8_t*>(dst);
+    for (int64_t r = 0; r < src.n_rows(); ++r)
+        std::memcpy(d + static_cast<size_t>(r) * rb, src.row_ptr(r), rb);
+}
+
+void cpu_backend::get_rows(const tensor& w, const tensor& ids, const tensor& out, int n_rep) {
+    const int64_t n = ids.ne[0];
+    const int64_t width = w.ne[0];
+    // out is contiguous [n, n_rep, width], whatever its nominal row width.
+    MAGNETAR_ASSERT(out.n_elements() == n * n_rep * width && out.rows_contiguous() &&
+                        out.nb[1] == static_cast<size_t>(out.ne[0]) * 4,
+                    "get_rows: output shape");
+    float* base = out.f32();
+    pool_.parallel_for(
+        n,
+        [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; ++i) {
+                float* first = base + i * n_rep * width;
+                cpu::dequant_row(w, ids.i32()[i], first);
+                for (int r = 1; r < n_rep; ++r) {
+                    std::memcpy(first + r * width, first, static_cast<size_t>(width) * 4);
+                }
+            }
+        },
+        rows_per_task(width * n_rep));
+}
+
+void cpu_backend::copy(const tensor& src, const tensor& dst) {
+    MAGNETAR_ASSERT(src.ne[0] == dst.ne[0] && src.n_rows() == dst.n_rows() && src.type == dst.type,
+                    "copy: shapes differ");
+    const size_t rb = row_bytes(src.type, src.ne[0]);
+    for (int64_t r = 0; r < src.n_rows(); ++r) std::memmove(dst.row_ptr(r), src.row_ptr(r), rb);
+}
+
+void cpu_backend::fill(const tensor& dst, float value) {
+    for (int64_t r = 0; r < dst.n_rows(); ++r) std::fill_n(dst.f32_row(r), dst.ne[0], value);
+}
+
+void cpu_backend::add(const tensor& a, const tensor& b, const tensor& out, int rep) {
+    const int64_t w = a.ne[0];
+    MAGNETAR_ASSERT(b.ne[0] == w && out.ne[0] == w && b.n_rows() * rep == a.n_rows(),
+                    "add: shapes");
+    pool_.parallel_for(
+        a.n_rows(),
+        [&](int64_t r0, int64_t r1, int) {
+            for (int64_t r = r0; r < r1; ++r) {
+                const float* x = a.f32_row(r);
+                const float* y = b.f32_row(r / rep);
+                float* o = out.f32_row(r);
+                for (int64_t i = 0; i < w; ++i) o[i] = x[i] + y[i];
+            }
+        },
+        rows_per_task(w));
+}
+
+void cpu_backend::swiglu(const tensor& g, const tensor& u, const tensor& out, float clamp) {
+    const int64_t w = g.ne[0];
+    pool_.parallel_for(
+        g.n_rows(),
+        [&](int64_t r0, int64_t r1, int) {
+            for (int64_t r = r0; r < r1; ++r) {
+                const float* gr = g.f32_row(r);
+                const float* ur = u.f32_row(r);
+                float* o = out.f32_row(r);
+                for (int64_t i = 0; i < w; ++i) o[i] = cpu::swiglu_clamped(gr[i], ur[i], clamp);
+            }
+        },
+        rows_per_task(w));
+}
+
+void cpu_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {
+    MAGNETAR_ASSERT(x.ne[0] == w.ne[0] && y.ne[0] == w.ne[1] && y.n_rows() == x.n_rows(),
+                    "matmul: shapes");
+    MAGNETAR_ASSERT(x.ne[2] == 1 && y.ne[2] == 1 && x.ne[3] == 1 && y.ne[3] == 1,
+                    "matmul: activations must be 2-D");
+    const cpu::matmul_fn fn = cpu::matmul_for(w.type);
+    MAGNETAR_ASSERT(fn != nullptr, "matmul: no kernel for this weight type");
+    const int64_t work_per_row = w.ne[0] * x.ne[1];
+    const int64_t min_rows = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, work_per_row));
+    pool_.parallel_for(
+        w.ne[1], [&](int64_t r0, int64_t r1, int th) { fn(w, x, y, r0, r1, scratch(th)); },
+        min_rows);
+}
+
+void cpu_backend::rms_norm(const tensor& x, const tensor& w, const tensor& out, uint32_t group,
+                           float eps) {
+    const int64_t width = x.ne[0];
+    MAGNETAR_ASSERT(width % group == 0 && out.ne[0] == width, "rms_norm: shapes");
+    const float* wd = w ? w.f32() : nullptr;
+    pool_.parallel_for(
+        x.n_rows(),
+        [&](int64_t r0, int64_t r1, int) {
+            for (int64_t r = r0; r < r1; ++r) {
+                for (int64_t g = 0; g < width; g += group) {
+                    cpu::rms_norm_row(x.f32_row(r) + g, wd, out.f32_row(r) + g, group, eps);
+                }
+            }
+        },
+        rows_per_task(width));
+}
+
+void cpu_backend::rope_tail(const tensor& x, uint32_t head_dim, const rope_params& rope, int64_t p0,
+                            bool inverse) {
+    MAGNETAR_ASSERT(rope.n_rot <= kMaxRot && rope.n_rot <= head_dim && x.ne[0] % head_dim == 0,
+                    "rope_tail: shapes");
+    double omega[kMaxRot / 2];
+    cpu::rope_freqs(rope, omega);
+    const int64_t n_heads = x.ne[0] / head_dim;
+    pool_.parallel_for(
+        x.n_rows(),
+        [&](int64_t r0, int64_t r1, int) {
+            float cs[kMaxRot];
+            for (int64_t r = r0; r < r1; ++r) {
+                cpu::rope_angles(omega, rope.n_rot, p0 + r, inverse, cs);
+                for (int64_t h = 0; h < n_heads; ++h) {
+                    cpu::rope_apply(x.f32_row(r) + h * head_dim, head_dim, rope.n_rot, cs);
+                }
+            }
+        },
+        rows_per_task(x.ne[0]));
+}
+
+void cpu_backend::fp8_kv_roundtrip(const tensor& x, uint32_t n_nope) {
+    pool_.parallel_for(
+        x.n_rows(),
+        [&](int64_t r0, int64_t r1, int) {
+            for (int64_t r = r0; r < r1; ++r) cpu::fp8_roundtrip(x.f32_row(r), n_nope);
+        },
+        rows_per_task(x.ne[0]));
+}
+
+void cpu_backend::indexer_qat(const tensor& x, uint32_t head_dim) {
+    const int64_t n_heads = x.ne[0] / head_dim;
+    pool_.parallel_for(
+        x.n_rows(),
+        [&](int64_t r0, int64_t r1, int) {
+            for (int64_t r = r0; r < r1; ++r) {
+                for (int64_t h = 0; h < n_heads; ++h) {
+                    float* v = x.f32_row(r) + h * head_dim;
+                    cpu::hadamard(v, head_dim);
+                    cpu::fp4_roundtrip(v, head_dim);
+                }
+            }
+        },
+        rows_per_task(x.ne[0]));
+}
+
+}  // namespace magnetar::backend

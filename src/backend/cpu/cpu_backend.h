@@ -1,0 +1,87 @@
+// The CPU backend: every op of backend.h on the host, threaded with a persistent pool.
+//
+// Owns: the thread pool, per-thread scratch (sized by reserve(), never grown inside an op), and
+// the dispatch of matmuls to one function per weight type (cpu/matmul.h). Weights are used in
+// place from the memory-mapped file; quantized rows are dequantized block by block into
+// scratch and multiplied with FLOAT activations (no activation quantization: the engine is
+// compared with a float64 reference that dequantizes the same bytes).
+// Does not own: the forward pass (src/graph) or cache layout (src/kv).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace magnetar::backend {
+
+class cpu_backend final : public backend {
+  public:
+    explicit cpu_backend(int n_threads);
+    ~cpu_backend() override;
+
+    int n_threads() const { return pool_.size(); }
+    thread_pool& pool() { return pool_; }
+    // Per-thread scratch of reserve()'d size.
+    float* scratch(int thread) const { return scratch_[static_cast<size_t>(thread)].get(); }
+    size_t scratch_floats() const { return scratch_floats_; }
+
+    const char* name() const override { return "cpu"; }
+    bool supports(op_kind op) const override;
+
+    void* alloc_buffer(size_t bytes) override;
+    void free_buffer(void* base) override;
+    void reserve(const limits& l) override;
+    void upload(const tensor& dst, const void* src) override;
+    void download(const tensor& src, void* dst) override;
+    void synchronize() override {}
+
+    void get_rows(const tensor& w, const tensor& ids, const tensor& out, int n_rep) override;
+    void copy(const tensor& src, const tensor& dst) override;
+    void fill(const tensor& dst, float value) override;
+    void add(const tensor& a, const tensor& b, const tensor& out, int rep) override;
+    void swiglu(const tensor& g, const tensor& u, const tensor& out, float clamp) override;
+
+    void matmul(const tensor& w, const tensor& x, const tensor& y) override;
+    void rms_norm(const tensor& x, const tensor& w, const tensor& out, uint32_t group,
+                  float eps) override;
+    void rope_tail(const tensor& x, uint32_t head_dim, const rope_params& rope, int64_t p0,
+                   bool inverse) override;
+    void fp8_kv_roundtrip(const tensor& x, uint32_t n_nope) override;
+    void indexer_qat(const tensor& x, uint32_t head_dim) override;
+
+    void hc_pre(const hc_params& p, const tensor& x, const tensor& fn, const tensor& scale,
+                const tensor& base, const tensor& y, const tensor& post, const tensor& comb,
+                const tensor& mix) override;
+    void hc_post(const hc_params& p, const tensor& x, const tensor& f, const tensor& post,
+                 const tensor& comb, const tensor& out) override;
+    void hc_collapse(const hc_params& p, const tensor& x, const tensor& fn, const tensor& scale,
+                     const tensor& base, const tensor& out, const tensor& mix) override;
+
+    void kv_store(const tensor& kv, const tensor& ring, int64_t p0) override;
+    void compressor(const compressor_params& p, const tensor& kvp, const tensor& sc,
+                    const tensor& ape, const tensor& norm, const tensor& state_kv,
+                    const tensor& state_score, const tensor& rows) override;
+    void indexer_topk(const indexer_params& p, const tensor& qi, const tensor& wgt,
+                      const tensor& rows, const tensor& sel) override;
+    void sparse_attention(const attention_params& p, const tensor& q, const tensor& kv,
+                          const tensor& ring, const tensor& comp, const tensor& sel,
+                          const tensor& sinks, const tensor& out) override;
+
+    void router(const router_params& p, const tensor& logits, const tensor& bias,
+                const tensor& tid2eid, const tensor& ids, const tensor& sel,
+                const tensor& weights) override;
+    void moe(const tensor& x, const tensor& sel, const tensor& weights, const moe_weights& w,
+             float clamp, const tensor& out, const moe_workspace& ws) override;
+
+  private:
+    struct aligned_free {
+        void operator()(float* p) const;
+    };
+    thread_pool pool_;
+    std::vector<std::unique_ptr<float[], aligned_free>> scratch_;
+    size_t scratch_floats_ = 0;
+};
+
+}  // namespace magnetar::backend

@@ -1,0 +1,75 @@
+#include "backend/cpu/matmul.h"
+
+#include <algorithm>
+
+#include "backend/cpu/kernels.h"
+
+namespace magnetar::cpu {
+
+namespace {
+
+// Weight rows dequantized per block: about 64 KiB of floats, so a block stays in L2 while every
+// token of the batch passes over it.
+constexpr int64_t kBlockFloats = 16384;
+
+int64_t rows_per_block(int64_t n_in) {
+    return std::max<int64_t>(1, kBlockFloats / n_in);
+}
+
+void dot_block(const float* wrows, int64_t nr, int64_t n_in, const tensor& x, const tensor& y,
+               int64_t r0) {
+    const int64_t n_tok = x.ne[1];
+    for (int64_t t = 0; t < n_tok; ++t) {
+        const float* xt = x.f32_row(t);
+        float* yt = y.f32_row(t) + r0;
+        for (int64_t r = 0; r < nr; ++r) yt[r] = dot_f32(wrows + r * n_in, xt, n_in);
+    }
+}
+
+// F32 weights: rows are used straight from the mapping.
+void matmul_f32(const tensor& w, const tensor& x, const tensor& y, int64_t r0, int64_t r1, float*) {
+    const int64_t n_in = w.ne[0];
+    const int64_t rb = rows_per_block(n_in);
+    for (int64_t b = r0; b < r1; b += rb) {
+        const int64_t nr = std::min(rb, r1 - b);
+        dot_block(reinterpret_cast<const float*>(w.row_ptr(b)), nr, n_in, x, y, b);
+    }
+}
+
+// Every other stored type: dequantize a block of rows with the type's scalar dequantizer.
+void matmul_dequant(const tensor& w, const tensor& x, const tensor& y, int64_t r0, int64_t r1,
+                    float* scratch) {
+    const int64_t n_in = w.ne[0];
+    const int64_t rb = rows_per_block(n_in);
+    const to_float_fn to_float = type_traits_of(w.type).to_float;
+    for (int64_t b = r0; b < r1; b += rb) {
+        const int64_t nr = std::min(rb, r1 - b);
+        for (int64_t r = 0; r < nr; ++r) to_float(w.row_ptr(b + r), scratch + r * n_in, n_in);
+        dot_block(scratch, nr, n_in, x, y, b);
+    }
+}
+
+}  // namespace
+
+// Any row length up to n_in: a block never exceeds kBlockFloats unless a single row does.
+int64_t matmul_scratch_floats(int64_t n_in) { return std::max(kBlockFloats, n_in); }
+
+matmul_fn matmul_for(ggml_type t) {
+    switch (t) {
+        case ggml_type::F32:
+            return matmul_f32;
+        case ggml_type::F16:
+        case ggml_type::BF16:
+        case ggml_type::Q8_0:
+        case ggml_type::Q2_K:
+        case ggml_type::Q4_K:
+        case ggml_type::IQ2_XXS:
+            return matmul_dequant;
+        case ggml_type::Q8_K:
+        case ggml_type::I32:
+            return nullptr;
+    }
+    return nullptr;
+}
+
+}  // namespace magnetar::cpu

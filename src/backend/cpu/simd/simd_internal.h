@@ -1,0 +1,78 @@
+// Plumbing shared by the SIMD translation units: the per-level kernel tables that dispatch.cpp
+// chooses from, the row-pointer form of the f32-activation kernels (used by the matmul_fn
+// wrappers and the expert-gathered path), and the IQ2_XXS lookup tables in float form.
+//
+// Each ISA level lives in its own translation unit compiled with that level's flags
+// (simd_avx2.cpp, simd_avx512.cpp, simd_avx512bf16.cpp); nothing compiled with ISA flags may
+// be reachable before dispatch.cpp has checked CPUID.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/simd/simd.h"
+
+namespace magnetar::cpu::simd::detail {
+
+// Weight types with kernels, in table order.
+enum type_slot : int {
+    slot_f32,
+    slot_f16,
+    slot_bf16,
+    slot_q8_0,
+    slot_q4_K,
+    slot_q2_K,
+    slot_iq2_xxs,
+    n_slots
+};
+// The slot of a type, -1 for types without kernels.
+int slot_of(ggml_type t);
+
+// Core of the f32-activation kernels: y_rows[t][o] = dot(w row o, x_rows[t]) for o in
+// [r0, r1) and t < n_tok. w is a 2-D view (one matrix); x_rows[t] points at n_in floats;
+// y_rows[t] points at column 0 of an output row.
+using rows_fn = void (*)(const tensor& w, const float* const* x_rows, float* const* y_rows,
+                         int64_t n_tok, int64_t r0, int64_t r1);
+
+struct kernel_table {
+    rows_fn rows[n_slots] = {};
+    matmul_fn matmul[n_slots] = {};
+    vec_dot_fn dot[n_slots] = {};
+    q8_matmul_fn q8_matmul[n_slots] = {};
+    void (*quantize_q8_0)(const float* x, void* dst, int64_t n) = nullptr;
+    void (*quantize_q8_K)(const float* x, void* dst, int64_t n) = nullptr;
+    uint64_t (*stream_sum)(const void* data, size_t bytes) = nullptr;
+};
+
+// Tables of the compiled levels (call only for levels the CPU supports).
+const kernel_table& table_scalar();
+const kernel_table& table_avx2();
+const kernel_table* table_avx512();
+// The BF16 x BF16 dot with AVX512-BF16 instructions (null if not compiled).
+vec_dot_fn bf16_dot_avx512bf16();
+
+// IQ2_XXS tables in the forms the kernels load: grid entries as 8 floats (the magnitudes
+// 8, 25, 43), sign patterns as 8 float sign-bit masks (f32-activation family) and as 8 bytes
+// of +1 / -1 (q8-activation family). Built once, before first use.
+struct iq2_tables {
+    alignas(64) float grid[256][8];
+    alignas(64) uint32_t sign_mask[128][8];
+    alignas(64) uint64_t sign_bytes[128];
+};
+const iq2_tables& iq2();
+
+// Wraps a rows_fn as a matmul_fn (builds the row-pointer arrays tile by tile).
+void matmul_via_rows(rows_fn fn, const tensor& w, const tensor& x, const tensor& y, int64_t r0,
+                     int64_t r1);
+
+// The matmul_fn of a rows_fn (a function pointer known at compile time).
+template <rows_fn F>
+void matmul_wrap(const tensor& w, const tensor& x, const tensor& y, int64_t r0, int64_t r1,
+                 float*) {
+    matmul_via_rows(F, w, x, y, r0, r1);
+}
+
+// Tokens handled per row-pointer tile by the wrappers.
+constexpr int64_t kTokenTile = 64;
+
+}  // namespace magnetar::cpu::simd::detail

@@ -1,0 +1,104 @@
+// The scalar twins: plain C++ computing exactly what the SIMD kernels compute.
+//
+// f32-activation twin: dequantize the weight row with the reference dequantizer (bit-exact
+// with GGML), then the canonical dot of simd.h: element i fused-multiply-added (std::fma, one
+// rounding) into lane i % 16 in increasing i, zero-padded to a multiple of 16, lanes reduced
+// pairwise. The SIMD variants must equal it bit for bit.
+// q8-activation twin: the reference quantizers and dot products of src/quant.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/simd/simd_internal.h"
+#include "quant/dot_ref.h"
+#include "quant/quantize_act.h"
+#include "quant/types.h"
+
+namespace magnetar::cpu::simd::detail {
+
+namespace {
+
+float canonical_dot(const float* w, const float* x, int64_t n) {
+    float acc[16] = {};
+    for (int64_t i0 = 0; i0 < n; i0 += 16) {
+        for (int l = 0; l < 16; ++l) {
+            const int64_t i = i0 + l;
+            const float wi = i < n ? w[i] : 0.0f;
+            const float xi = i < n ? x[i] : 0.0f;
+            acc[l] = std::fma(wi, xi, acc[l]);
+        }
+    }
+    for (int half = 8; half >= 1; half /= 2) {
+        for (int l = 0; l < half; ++l) acc[l] = acc[l] + acc[l + half];
+    }
+    return acc[0];
+}
+
+void rows_twin(const tensor& w, const float* const* x, float* const* y, int64_t n_tok, int64_t r0,
+               int64_t r1) {
+    const int64_t n_in = w.ne[0];
+    const to_float_fn to_float = type_traits_of(w.type).to_float;
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(n_in));
+    for (int64_t o = r0; o < r1; ++o) {
+        to_float(w.row_ptr(o), row.data(), n_in);
+        for (int64_t t = 0; t < n_tok; ++t) y[t][o] = canonical_dot(row.data(), x[t], n_in);
+    }
+}
+
+template <ggml_type T>
+float dot_ref(const void* w, const void* a, int64_t n) {
+    return dot_row_ref(T, w, a, n);
+}
+
+template <ggml_type T>
+void q8_rows(const tensor& w, const void* act, size_t stride, const tensor& y, int64_t r0,
+             int64_t r1) {
+    const int64_t n_tok = y.ne[1];
+    const auto* base = static_cast<const uint8_t*>(act);
+    for (int64_t o = r0; o < r1; ++o) {
+        for (int64_t t = 0; t < n_tok; ++t) {
+            y.f32_row(t)[o] =
+                dot_row_ref(T, w.row_ptr(o), base + static_cast<size_t>(t) * stride, w.ne[0]);
+        }
+    }
+}
+
+template <int Slot, ggml_type T>
+void fill_slot(kernel_table& k) {
+    k.rows[Slot] = rows_twin;
+    k.matmul[Slot] = matmul_wrap<rows_twin>;
+    k.dot[Slot] = dot_ref<T>;
+    k.q8_matmul[Slot] = q8_rows<T>;
+}
+
+uint64_t stream_sum(const void* data, size_t bytes) {
+    const auto* w = static_cast<const uint64_t*>(data);
+    uint64_t a[8] = {};
+    for (size_t i = 0; i < bytes / 8; i += 8) {
+        for (int k = 0; k < 8; ++k) a[k] += w[i + k];
+    }
+    return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
+}  // namespace
+
+const kernel_table& table_scalar() {
+    static const kernel_table table = [] {
+        kernel_table k;
+        fill_slot<slot_f32, ggml_type::F32>(k);
+        fill_slot<slot_f16, ggml_type::F16>(k);
+        fill_slot<slot_bf16, ggml_type::BF16>(k);
+        fill_slot<slot_q8_0, ggml_type::Q8_0>(k);
+        fill_slot<slot_q4_K, ggml_type::Q4_K>(k);
+        fill_slot<slot_q2_K, ggml_type::Q2_K>(k);
+        fill_slot<slot_iq2_xxs, ggml_type::IQ2_XXS>(k);
+        k.quantize_q8_0 = quantize_row_q8_0;
+        k.quantize_q8_K = quantize_row_q8_K;
+        k.stream_sum = stream_sum;
+        return k;
+    }();
+    return table;
+}
+
+}  // namespace magnetar::cpu::simd::detail

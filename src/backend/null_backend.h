@@ -1,0 +1,51 @@
+// A backend that executes nothing.
+//
+// Owns: nothing. The session runs the forward pass once against it, with a measuring arena, to
+// learn the scratch size of the largest batch before the first real evaluation (no tensor it
+// sees has data). Every op is a no-op; supports() says yes to everything.
+#pragma once
+
+#include "backend/backend.h"
+
+namespace magnetar::backend {
+
+class null_backend final : public backend {
+  public:
+    const char* name() const override { return "null"; }
+    bool supports(op_kind) const override { return true; }
+    void* alloc_buffer(size_t) override { return nullptr; }
+    void free_buffer(void*) override {}
+    void reserve(const limits&) override {}
+    void upload(const tensor&, const void*) override {}
+    void download(const tensor&, void*) override {}
+    void synchronize() override {}
+    void get_rows(const tensor&, const tensor&, const tensor&, int) override {}
+    void copy(const tensor&, const tensor&) override {}
+    void fill(const tensor&, float) override {}
+    void add(const tensor&, const tensor&, const tensor&, int) override {}
+    void swiglu(const tensor&, const tensor&, const tensor&, float) override {}
+    void matmul(const tensor&, const tensor&, const tensor&) override {}
+    void rms_norm(const tensor&, const tensor&, const tensor&, uint32_t, float) override {}
+    void rope_tail(const tensor&, uint32_t, const rope_params&, int64_t, bool) override {}
+    void fp8_kv_roundtrip(const tensor&, uint32_t) override {}
+    void indexer_qat(const tensor&, uint32_t) override {}
+    void hc_pre(const hc_params&, const tensor&, const tensor&, const tensor&, const tensor&,
+                const tensor&, const tensor&, const tensor&, const tensor&) override {}
+    void hc_post(const hc_params&, const tensor&, const tensor&, const tensor&, const tensor&,
+                 const tensor&) override {}
+    void hc_collapse(const hc_params&, const tensor&, const tensor&, const tensor&, const tensor&,
+                     const tensor&, const tensor&) override {}
+    void kv_store(const tensor&, const tensor&, int64_t) override {}
+    void compressor(const compressor_params&, const tensor&, const tensor&, const tensor&,
+                    const tensor&, const tensor&, const tensor&, const tensor&) override {}
+    void indexer_topk(const indexer_params&, const tensor&, const tensor&, const tensor&,
+                      const tensor&) override {}
+    void sparse_attention(const attention_params&, const tensor&, const tensor&, const tensor&,
+                          const tensor&, const tensor&, const tensor&, const tensor&) override {}
+    void router(const router_params&, const tensor&, const tensor&, const tensor&, const tensor&,
+                const tensor&, const tensor&) override {}
+    void moe(const tensor&, const tensor&, const tensor&, const moe_weights&, float, const tensor&,
+             const moe_workspace&) override {}
+};
+
+}  // namespace magnetar::backend

@@ -1,0 +1,114 @@
+// Engine: loads and validates the model once, owns the compute backend, creates sessions.
+#include <algorithm>
+
+#include "backend/null_backend.h"
+#include "core/error.h"
+#include "core/format.h"
+#include "core/thread_pool.h"
+#include "engine/engine_impl.h"
+
+namespace magnetar {
+
+namespace {
+
+// Per-thread scratch a session of n_ctx tokens needs from the backend.
+backend::limits limits_for(const hparams& hp, int64_t n_ctx) {
+    backend::limits l;
+    l.max_row =
+        std::max<int64_t>({static_cast<int64_t>(hp.n_hc) * hp.n_embd, hp.n_embd, hp.n_q_lora,
+                           hp.o_group_in(), static_cast<int64_t>(hp.n_o_group) * hp.n_o_lora,
+                           hp.n_ff_exp, hp.n_expert, 2 * static_cast<int64_t>(hp.n_head_dim)});
+    int64_t comp = 0;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const uint32_t r = hp.compress_ratio(il);
+        if (r == 4)
+            comp = std::max<int64_t>(comp, std::min<int64_t>(n_ctx / 4, hp.n_indexer_top_k));
+        if (r != 0 && r != 4) comp = std::max<int64_t>(comp, n_ctx / r);
+    }
+    l.max_keys = hp.n_swa + comp;
+    l.max_index_rows = n_ctx / 4;
+    return l;
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+Engine::~Engine() = default;
+
+const model_info& Engine::info() const {
+    return impl_->info;
+}
+
+status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
+    auto p = std::make_unique<impl>();
+    try {
+        load_options lo;
+        lo.mtp_path = opts.mtp_path;
+        p->m = model::load(opts.model_path, lo);
+    } catch (const Error& e) {
+        return {status_code::model_error, e.what()};
+    } catch (const std::exception& e) {
+        return {status_code::model_error, e.what()};
+    }
+    const hparams& hp = p->m->hp();
+    if (hp.n_expert_group > 1) {
+        return {
+            status_code::model_error,
+            strfmt("%s: grouped expert routing (expert_group_count %u) is not part of DeepSeek V4",
+                   opts.model_path.c_str(), hp.n_expert_group)};
+    }
+    const int n_threads = opts.n_threads > 0 ? opts.n_threads : thread_pool::physical_cores();
+    p->be = std::make_unique<backend::cpu_backend>(n_threads);
+    p->info.name = hp.name;
+    p->info.n_layer = hp.n_layer;
+    p->info.n_embd = hp.n_embd;
+    p->info.n_vocab = hp.n_vocab;
+    p->info.n_ctx_train = hp.n_ctx_train;
+    p->info.has_mtp = p->m->weights().mtp.has_value();
+    p->info.n_threads = n_threads;
+    *out = std::unique_ptr<Engine>(new Engine(std::move(p)));
+    return {};
+}
+
+status Engine::create_session(const session_options& opts, std::unique_ptr<Session>* out) const {
+    const hparams& hp = impl_->m->hp();
+    if (opts.n_ctx < 1) return {status_code::invalid_argument, "session: n_ctx must be at least 1"};
+    if (opts.chunk_size < 1)
+        return {status_code::invalid_argument, "session: chunk_size must be at least 1"};
+    if (opts.mtp_logits && !impl_->info.has_mtp) {
+        return {status_code::unsupported,
+                "session: MTP logits requested but the model has no MTP block"};
+    }
+    std::lock_guard<std::mutex> lock(impl_->eval_mutex);
+    auto s = std::make_unique<Session::impl>();
+    s->eng = impl_.get();
+    s->opts = opts;
+    s->opts.chunk_size = std::min(opts.chunk_size, opts.n_ctx);
+    backend::backend& be = *impl_->be;
+    s->cache = std::make_unique<kv::cache>(be, hp, opts.n_ctx, impl_->info.has_mtp);
+    be.reserve(limits_for(hp, opts.n_ctx));
+
+    // Size the scratch arena: the forward pass of the largest chunk, with every optional
+    // output on, run against a backend that executes nothing.
+    {
+        backend::null_backend nb;
+        graph::forward probe(*impl_->m, nb);
+        arena measuring = arena::measuring();
+        graph::chunk_request req;
+        req.p0 = 1;  // a resumed chunk: the MTP block then has one row per token
+        req.n = s->opts.chunk_size;
+        req.logits_all = true;
+        req.mtp = impl_->info.has_mtp;
+        req.mtp_logits = impl_->info.has_mtp;
+        probe.run(req, *s->cache, measuring, nullptr);
+        s->arena_bytes = measuring.peak();
+    }
+    s->arena_buffer = be.alloc_buffer(s->arena_bytes);
+    s->ar = arena(s->arena_buffer, s->arena_bytes);
+    s->fwd = std::make_unique<graph::forward>(*impl_->m, be);
+    s->logits.assign(hp.n_vocab, 0.0f);
+    *out = std::unique_ptr<Session>(new Session(std::move(s)));
+    return {};
+}
+
+}  // namespace magnetar

@@ -1,0 +1,57 @@
+// Internal to src/engine: the engine's and the session's private state.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/arena.h"
+#include "graph/forward.h"
+#include "kv/kv_cache.h"
+#include "magnetar/engine.h"
+#include "model/model.h"
+
+namespace magnetar {
+
+struct Engine::impl {
+    std::unique_ptr<model> m;
+    std::unique_ptr<backend::cpu_backend> be;
+    model_info info;
+    // One evaluation at a time on the shared backend.
+    mutable std::mutex eval_mutex;
+};
+
+// Forwards wanted names to the session's dump_fn.
+class name_dump_sink final : public graph::dump_sink {
+  public:
+    std::vector<std::string> patterns;
+    dump_fn fn;
+    bool wants(const std::string& name) const override;
+    void rows(const std::string& name, int64_t first_pos, int64_t n_rows, int64_t width,
+              const float* data) override;
+};
+
+struct Session::impl {
+    const Engine::impl* eng = nullptr;
+    session_options opts;
+    std::unique_ptr<kv::cache> cache;
+    std::unique_ptr<graph::forward> fwd;
+    void* arena_buffer = nullptr;
+    size_t arena_bytes = 0;
+    arena ar;
+    int64_t n_past = 0;
+
+    std::vector<float> logits;  // [n_logit_rows, n_vocab]
+    int64_t n_logit_rows = 0;
+    std::vector<float> mtp_logits;  // [n_mtp_rows, n_vocab]
+    int64_t mtp_first_pos = 0;
+    int64_t n_mtp_rows = 0;
+
+    name_dump_sink sink;
+
+    ~impl();
+};
+
+}  // namespace magnetar

@@ -1,0 +1,270 @@
+// The forward pass driver: embedding and HC expansion, the layer loop with each block's HC
+// pre/post mixes, the output head and the MTP block (spec model.md §5.1-§5.7).
+#include "graph/forward.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/format.h"
+#include "graph/context.h"
+
+namespace magnetar::graph {
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+tensor weight_tensor(const weight& w) {
+    if (!w) return tensor{};
+    return make_tensor(const_cast<uint8_t*>(w.data), w.type, w.ne[0], w.ne[1], w.ne[2], w.ne[3]);
+}
+
+void chunk_ctx::tap(const tensor& t, const char* what) const {
+    if (!dump) return;
+    const std::string name = prefix + what;
+    if (!dump->wants(name)) return;
+    std::vector<float> host(static_cast<size_t>(t.n_elements()));
+    if (t.type == ggml_type::I32) {
+        std::vector<int32_t> ids(host.size());
+        be.download(t, ids.data());
+        std::transform(ids.begin(), ids.end(), host.begin(),
+                       [](int32_t v) { return static_cast<float>(v); });
+    } else {
+        be.download(t, host.data());
+    }
+    dump->rows(name, p0, t.n_rows(), t.ne[0], host.data());
+}
+
+backend::rope_params rope_for(const hparams& hp, uint32_t ratio) {
+    backend::rope_params r;
+    r.n_rot = hp.n_rot;
+    if (ratio == 0) {
+        r.freq_base = hp.rope_freq_base;
+        return r;
+    }
+    r.freq_base = hp.compress_rope_freq_base;
+    r.yarn = true;
+    r.yarn_factor = hp.rope_scaling_factor;
+    r.yarn_orig_ctx = hp.rope_orig_ctx;
+    r.beta_fast = hp.yarn_beta_fast;
+    r.beta_slow = hp.yarn_beta_slow;
+    return r;
+}
+
+backend::hc_params hc_for(const hparams& hp) {
+    backend::hc_params p;
+    p.n_hc = hp.n_hc;
+    p.n_embd = hp.n_embd;
+    p.norm_eps = hp.rms_eps;
+    p.hc_eps = hp.hc_eps;
+    p.sinkhorn_iters = hp.n_sinkhorn_iter;
+    return p;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// HC sites
+// ---------------------------------------------------------------------------------------------
+
+struct hc_site {
+    const weight& fn;
+    const weight& scale;
+    const weight& base;
+    const weight& norm;
+};
+
+struct hc_mix {
+    tensor post;  // [n, n_hc]
+    tensor comb;  // [n, n_hc*n_hc]
+};
+
+// HC pre-mix and the sub-layer norm: returns the sub-layer input [n, D] and the mix that the
+// post-mix needs.
+tensor hc_pre_norm(const chunk_ctx& c, const hc_site& s, const tensor& x, hc_mix* mix) {
+    const hparams& hp = c.hp;
+    tensor y = c.ar.alloc_f32(hp.n_embd, c.n);           // [n, D]
+    mix->post = c.ar.alloc_f32(hp.n_hc, c.n);            // [n, n_hc]
+    mix->comb = c.ar.alloc_f32(hp.n_hc * hp.n_hc, c.n);  // [n, n_hc*n_hc]
+    tensor logits = c.ar.alloc_f32(hp.n_hc_mix(), c.n);  // [n, (2+n_hc)*n_hc]
+    c.be.hc_pre(hc_for(hp), x, weight_tensor(s.fn), weight_tensor(s.scale), weight_tensor(s.base),
+                y, mix->post, mix->comb, logits);
+    c.be.rms_norm(y, weight_tensor(s.norm), y, hp.n_embd, hp.rms_eps);
+    return y;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output head (spec §5.6), shared by the main model and the MTP block
+// ---------------------------------------------------------------------------------------------
+
+struct head_weights {
+    const weight& fn;
+    const weight& scale;
+    const weight& base;
+    const weight& norm;
+    const weight& output;
+};
+
+constexpr int64_t kHeadBlock = 32;  // logit rows per head matmul (bounds the scratch)
+
+// Collapses x [n, n_hc*D] and writes logits of every row (all) or of the last row (last) to
+// out [rows, n_vocab] on the host.
+void head(const chunk_ctx& c, const head_weights& w, const tensor& x, bool all, bool last,
+          float* out) {
+    const hparams& hp = c.hp;
+    const bool dump_norm = c.dump && c.dump->wants(c.prefix + "result_norm");
+    if (!all && !last && !dump_norm) return;
+    const bool every_row = all || dump_norm;
+    const tensor xs = every_row ? x : view_rows(x, c.n - 1, 1);
+    const int64_t rows = xs.n_rows();
+    tensor h = c.ar.alloc_f32(hp.n_embd, rows);  // [rows, D]
+    tensor mix = c.ar.alloc_f32(hp.n_hc, rows);  // [rows, n_hc]
+    c.be.hc_collapse(hc_for(hp), xs, weight_tensor(w.fn), weight_tensor(w.scale),
+                     weight_tensor(w.base), h, mix);
+    c.be.rms_norm(h, weight_tensor(w.norm), h, hp.n_embd, hp.rms_eps);
+    if (every_row) c.tap(h, "result_norm");
+    if (!all && !last) return;
+    const int64_t first = all ? 0 : rows - 1;
+    const int64_t count = all ? rows : 1;
+    const int64_t block = std::min(kHeadBlock, count);
+    tensor lg = c.ar.alloc_f32(hp.n_vocab, block);  // [block, n_vocab]
+    const tensor wo = weight_tensor(w.output);
+    for (int64_t r = 0; r < count; r += block) {
+        const int64_t nb = std::min(block, count - r);
+        const tensor lv = view_rows(lg, 0, nb);
+        c.be.matmul(wo, view_rows(h, first + r, nb), lv);
+        c.be.download(lv, out ? out + r * static_cast<int64_t>(hp.n_vocab) : nullptr);
+    }
+}
+
+// Token ids [m] starting at row off of ids (keeps null data in measuring passes).
+tensor ids_view(const tensor& ids, int64_t off, int64_t m) {
+    return make_tensor(ids.data ? ids.i32() + off : nullptr, ggml_type::I32, m);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MTP block (spec §5.7, §12.4, §12.5)
+// ---------------------------------------------------------------------------------------------
+
+// Advances the MTP block over this chunk. Its row j sits at position q0 + j: the main model's
+// final state at that position with the embedding of the token after it. The state of the
+// chunk's last position waits in the cache for the next token.
+chunk_result mtp(const chunk_ctx& c, const model_weights& w, kv::cache& cache, const tensor& x,
+                 const chunk_request& req) {
+    const hparams& hp = c.hp;
+    const mtp_weights& mw = *w.mtp;
+    const int64_t hc_w = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
+    const bool has_prev = c.p0 > 0;
+    const int64_t m = has_prev ? c.n : c.n - 1;
+    chunk_result res;
+    res.mtp_first_pos = has_prev ? c.p0 - 1 : c.p0;
+    res.mtp_rows = m;
+    if (m > 0) {
+        tensor hs = c.ar.alloc_f32(hc_w, m);  // [m, n_hc*D] main final states
+        if (has_prev) {
+            c.be.copy(cache.mtp_prev_hc(), view_rows(hs, 0, 1));
+            if (m > 1) c.be.copy(view_rows(x, 0, m - 1), view_rows(hs, 1, m - 1));
+        } else {
+            c.be.copy(view_rows(x, 0, m), hs);
+        }
+        chunk_ctx mc{c.be, hp, c.ar};
+        mc.p0 = res.mtp_first_pos;
+        mc.n = m;
+        mc.ids = ids_view(c.ids, has_prev ? 0 : 1, m);
+        mc.dump = c.dump;
+        mc.prefix = "mtp.";
+
+        tensor e = c.ar.alloc_f32(hp.n_embd, m);  // [m, D]
+        c.be.get_rows(weight_tensor(w.token_embd), mc.ids, e, 1);
+        c.be.rms_norm(e, weight_tensor(mw.enorm), e, hp.n_embd, hp.rms_eps);
+        tensor ep = c.ar.alloc_f32(hp.n_embd, m);  // [m, D]
+        c.be.matmul(weight_tensor(mw.e_proj), e, ep);
+        const tensor streams = reshape(hs, hp.n_embd, m * hp.n_hc);  // [m*n_hc, D]
+        tensor hn = c.ar.alloc_f32(hp.n_embd, m * hp.n_hc);          // [m*n_hc, D]
+        c.be.rms_norm(streams, weight_tensor(mw.hnorm), hn, hp.n_embd, hp.rms_eps);
+        tensor hproj = c.ar.alloc_f32(hp.n_embd, m * hp.n_hc);  // [m*n_hc, D]
+        c.be.matmul(weight_tensor(mw.h_proj), hn, hproj);
+        tensor xm = c.ar.alloc_f32(hc_w, m);  // [m, n_hc*D]
+        tensor tm = c.ar.alloc_f32(hc_w, m);  // [m, n_hc*D]
+        c.be.add(hproj, ep, reshape(xm, hp.n_embd, m * hp.n_hc), static_cast<int>(hp.n_hc));
+
+        layer(mc, mw.block, cache.layer(hp.n_layer), xm, tm);
+        mc.prefix = "mtp.";
+        const head_weights hw{mw.hc_head_fn, mw.hc_head_scale, mw.hc_head_base, mw.norm, w.output};
+        head(mc, hw, xm, req.mtp_logits, false, req.mtp_out);
+    }
+    c.be.copy(view_rows(x, c.n - 1, 1), cache.mtp_prev_hc());
+    return res;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// One transformer block
+// ---------------------------------------------------------------------------------------------
+
+void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, const tensor& x,
+           const tensor& t) {
+    const size_t mark = c.ar.mark();
+    hc_mix mix;
+
+    c.tap(x, "hc_attn_in");
+    const tensor xa =
+        hc_pre_norm(c, {lw.hc_attn_fn, lw.hc_attn_scale, lw.hc_attn_base, lw.attn_norm}, x, &mix);
+    c.tap(xa, "attn_norm");
+    const tensor a = attention(c, lw, st, xa);  // [n, D]
+    c.tap(a, "attn_out");
+    c.be.hc_post(hc_for(c.hp), x, a, mix.post, mix.comb, t);
+    c.tap(t, "hc_ffn_in");
+    c.ar.reset(mark);
+
+    const tensor xf =
+        hc_pre_norm(c, {lw.hc_ffn_fn, lw.hc_ffn_scale, lw.hc_ffn_base, lw.ffn_norm}, t, &mix);
+    c.tap(xf, "ffn_norm");
+    const tensor f = ffn(c, lw, xf);  // [n, D]
+    c.tap(f, "ffn_out");
+    c.be.hc_post(hc_for(c.hp), t, f, mix.post, mix.comb, x);
+    c.tap(x, "out");
+    c.ar.reset(mark);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driver
+// ---------------------------------------------------------------------------------------------
+
+chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
+                          dump_sink* dump) const {
+    const hparams& hp = m_.hp();
+    const model_weights& w = m_.weights();
+    const int64_t hc_w = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
+    ar.reset();
+
+    chunk_ctx c{be_, hp, ar};
+    c.p0 = req.p0;
+    c.n = req.n;
+    c.dump = dump;
+    c.ids = ar.alloc(ggml_type::I32, req.n);  // [n]
+    be_.upload(c.ids, req.tokens);
+    tensor x = ar.alloc_f32(hc_w, req.n);  // [n, n_hc*D] HC state
+    tensor t = ar.alloc_f32(hc_w, req.n);  // [n, n_hc*D] scratch state
+    be_.get_rows(weight_tensor(w.token_embd), c.ids, x, static_cast<int>(hp.n_hc));
+    c.tap(view_cols(x, 0, hp.n_embd), "embd");
+
+    const size_t mark = ar.mark();
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        if (dump) c.prefix = strfmt("blk.%u.", il);
+        layer(c, w.layers[il], cache.layer(il), x, t);
+        ar.reset(mark);
+    }
+    c.prefix.clear();
+    const head_weights hw{w.output_hc_fn, w.output_hc_scale, w.output_hc_base, w.output_norm,
+                          w.output};
+    head(c, hw, x, req.logits_all, req.logits_last, req.logits);
+    ar.reset(mark);
+
+    chunk_result res;
+    if (req.mtp && w.mtp) res = mtp(c, w, cache, x, req);
+    return res;
+}
+
+}  // namespace magnetar::graph

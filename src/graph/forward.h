@@ -1,0 +1,67 @@
+// The DeepSeek V4 forward pass, written once against the backend op interface.
+//
+// Owns: the order of ops for one chunk of tokens (embedding and HC expansion, each layer's
+// attention and FFN sub-layers with their HC pre/post mixes, the output head, the MTP block),
+// the names of the intermediates (`blk.3.attn_out`, `mtp.kv`, `result_norm`) and the scratch
+// each step takes from the arena. Does not own: arithmetic (the backend), cache layout
+// (src/kv) or scheduling of chunks (src/engine).
+//
+// A chunk is n tokens at positions p0 .. p0 + n - 1. Every op sees the whole chunk; per-token
+// causality is carried by positions (raw window, compressed-row visibility), so the chunk size
+// never changes a token's values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/arena.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+
+namespace magnetar::graph {
+
+// Receiver of named intermediates (diagnostics). The forward pass asks wants() first and only
+// copies a tensor to the host for names that are wanted.
+class dump_sink {
+  public:
+    virtual ~dump_sink() = default;
+    virtual bool wants(const std::string& name) const = 0;
+    virtual void rows(const std::string& name, int64_t first_pos, int64_t n_rows, int64_t width,
+                      const float* data) = 0;
+};
+
+struct chunk_request {
+    int64_t p0 = 0;
+    int64_t n = 0;
+    const int32_t* tokens = nullptr;  // host ids of the chunk [n]
+    // Head rows: all rows, or only the last one, or none.
+    bool logits_all = false;
+    bool logits_last = false;
+    float* logits = nullptr;  // host [rows, n_vocab]
+    // MTP block (models with MTP): advance its window over this chunk; its draft logits for
+    // every MTP row when mtp_logits (host [n, n_vocab]; the number of rows is returned).
+    bool mtp = false;
+    bool mtp_logits = false;
+    float* mtp_out = nullptr;
+};
+
+struct chunk_result {
+    int64_t mtp_first_pos = 0;  // position of the first MTP row of this chunk
+    int64_t mtp_rows = 0;
+};
+
+class forward {
+  public:
+    forward(const model& m, backend::backend& be) : m_(m), be_(be) {}
+
+    // Runs one chunk, updating `cache`. Scratch comes from `ar` (reset at the start). Returns
+    // what the MTP block produced.
+    chunk_result run(const chunk_request& req, kv::cache& cache, arena& ar, dump_sink* dump) const;
+
+  private:
+    const model& m_;
+    backend::backend& be_;
+};
+
+}  // namespace magnetar::graph

@@ -1,0 +1,368 @@
+// `magnetar bench kernels`: speed of the CPU matrix-product kernels against the machine's
+// memory read bandwidth, measured in the same process.
+//
+// Decode products (one token) stream each weight matrix from memory: the weights rotate
+// through a set of copies much larger than the last-level cache, so no product finds its
+// weights cached. Each measurement round times one plain streaming read of a buffer of the
+// same size and one pass over the rotation set, so the reported ratio compares the kernel with
+// the bandwidth available at that moment (other processes share the machine); the table shows
+// medians over rounds. Prefill rows time a batch of tokens against one weight matrix
+// (compute bound) and report GFLOP/s.
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/simd/simd.h"
+#include "cli/bench_command.h"
+#include "core/error.h"
+#include "core/format.h"
+#include "core/rng.h"
+#include "core/thread_pool.h"
+#include "quant/random_fill.h"
+#include "quant/types.h"
+
+namespace magnetar::cli {
+
+namespace {
+
+namespace simd = cpu::simd;
+using clock_type = std::chrono::steady_clock;
+
+struct shape {
+    int64_t n_out, n_in;
+    const char* note;
+};
+
+// Flash routed-expert shapes (gate/up 4096 -> 2048, down 2048 -> 4096) and a dense one
+// (attn_output_b, 8192 -> 4096).
+const shape kShapes[] = {
+    {2048, 4096, "expert gate/up"}, {4096, 2048, "expert down"}, {4096, 8192, "dense"}};
+
+struct free_deleter {
+    void operator()(void* p) const { std::free(p); }
+};
+using buffer = std::unique_ptr<uint8_t, free_deleter>;
+
+buffer alloc_touched(size_t bytes) {
+    const size_t n = (bytes + 4095) / 4096 * 4096;
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(4096, n));
+    if (!p) throw Error(strfmt("bench kernels: cannot allocate %s", human_bytes(n).c_str()));
+    std::memset(p, 1, n);
+    return buffer(p);
+}
+
+// CPU seconds of the calling thread: insensitive to other processes taking the core away.
+double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double seconds_since(clock_type::time_point t0) {
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// One streaming read of the whole buffer on the pool (widest loads of the active level);
+// returns seconds.
+double read_pass(thread_pool& pool, const uint8_t* data, size_t bytes) {
+    constexpr size_t kSlice = 1 << 20;
+    uint64_t sums[64] = {};
+    const auto t0 = clock_type::now();
+    pool.parallel_for(static_cast<int64_t>(bytes / kSlice), [&](int64_t b, int64_t e, int th) {
+        sums[th % 64] += simd::stream_sum(data + static_cast<size_t>(b) * kSlice,
+                                          static_cast<size_t>(e - b) * kSlice);
+    });
+    const double s = seconds_since(t0);
+    volatile uint64_t sink = 0;
+    for (uint64_t v : sums) sink = sink + v;
+    return s;
+}
+
+struct options {
+    std::vector<std::string> types = {"f32", "f16", "bf16", "q8_0", "q4_K", "q2_K", "iq2_xxs"};
+    std::vector<int> threads;
+    std::string family = "both";
+    std::string level = "auto";
+    int rounds = 7;
+    int prefill_tokens = 64;
+    uint64_t set_mb = 0;
+    bool quick = false;
+    std::string csv;
+};
+
+struct row {
+    std::string family, type, shape, mode;
+    int threads;
+    double ms, gbs, bw, ratio, gflops;
+};
+
+simd::isa_level parse_level(const std::string& s) {
+    if (s == "auto") return simd::active_level();
+    if (s == "off" || s == "scalar") return simd::isa_level::scalar;
+    if (s == "avx2") return simd::isa_level::avx2;
+    if (s == "avx512") return simd::isa_level::avx512;
+    throw Error("bench kernels: --level must be auto, off, avx2 or avx512 (got " + s + ")");
+}
+
+// The product of one family at one level, for w / x / y; act is the q8 family's buffer.
+struct product {
+    bool q8;
+    simd::isa_level level;
+    simd::matmul_fn f32;
+    void run(thread_pool& pool, const tensor& w, const tensor& x, const tensor& y,
+             void* act) const {
+        if (q8) {
+            simd::q8_matmul(pool, w, x, y, act, level);
+        } else {
+            simd::matmul(pool, w, x, y, f32);
+        }
+    }
+};
+
+void bench_type(const options& o, ggml_type t, simd::isa_level level, size_t set_bytes,
+                const uint8_t* bw_buf, std::vector<row>& out) {
+    const char* tname = type_traits_of(t).name;
+    std::vector<std::string> fams;
+    if (o.family == "f32" || o.family == "both") fams.push_back("f32");
+    if (o.family == "q8" || o.family == "both") fams.push_back("q8");
+    const int n_shapes = o.quick ? 1 : static_cast<int>(std::size(kShapes));
+    for (int si = 0; si < n_shapes; ++si) {
+        const shape& sh = kShapes[si];
+        const size_t rb = row_bytes(t, sh.n_in);
+        const size_t mat = rb * static_cast<size_t>(sh.n_out);
+        const int64_t copies =
+            std::max<int64_t>(4, static_cast<int64_t>((set_bytes + mat - 1) / mat));
+        buffer weights = alloc_touched(mat * static_cast<size_t>(copies));
+        {
+            Rng rng(1234);
+            for (int64_t r = 0; r < sh.n_out; ++r)
+                fill_random_row(t, rng, 0.05f, weights.get() + static_cast<size_t>(r) * rb,
+                                sh.n_in);
+            for (int64_t c = 1; c < copies; ++c)
+                std::memcpy(weights.get() + static_cast<size_t>(c) * mat, weights.get(), mat);
+        }
+        const int64_t n_tok_max = std::max<int64_t>(1, o.prefill_tokens);
+        std::vector<float> xbuf(static_cast<size_t>(sh.n_in * n_tok_max));
+        {
+            Rng rng(99);
+            for (auto& v : xbuf) v = 2.0f * rng.uniform01() - 1.0f;
+        }
+        std::vector<float> ybuf(static_cast<size_t>(sh.n_out * n_tok_max));
+        std::vector<uint8_t> act(simd::act_row_bytes(t, sh.n_in) * static_cast<size_t>(n_tok_max));
+        const std::string shape_name =
+            strfmt("%lldx%lld", static_cast<long long>(sh.n_out), static_cast<long long>(sh.n_in));
+
+        for (const std::string& fam : fams) {
+            const product p{fam == "q8", level,
+                            fam == "q8" ? nullptr
+                                        : (level == simd::isa_level::scalar
+                                               ? simd::matmul_at(simd::isa_level::scalar, t)
+                                               : simd::matmul_at(level, t))};
+            for (int nth : o.threads) {
+                thread_pool pool(nth);
+                // Decode: one token, weights rotating through the set.
+                const tensor x1 = make_tensor(xbuf.data(), ggml_type::F32, sh.n_in, 1);
+                const tensor y1 = make_tensor(ybuf.data(), ggml_type::F32, sh.n_out, 1);
+                std::vector<double> ms, gbs, bws, ratios;
+                for (int c = 0; c < copies; ++c) {  // warm-up pass
+                    const tensor w = make_tensor(weights.get() + static_cast<size_t>(c) * mat, t,
+                                                 sh.n_in, sh.n_out);
+                    p.run(pool, w, x1, y1, act.data());
+                }
+                for (int r = 0; r < o.rounds; ++r) {
+                    const double bw =
+                        static_cast<double>(set_bytes) / read_pass(pool, bw_buf, set_bytes) / 1e9;
+                    const auto t0 = clock_type::now();
+                    for (int64_t c = 0; c < copies; ++c) {
+                        const tensor w = make_tensor(weights.get() + static_cast<size_t>(c) * mat,
+                                                     t, sh.n_in, sh.n_out);
+                        p.run(pool, w, x1, y1, act.data());
+                    }
+                    const double s = seconds_since(t0) / static_cast<double>(copies);
+                    const double g = static_cast<double>(mat) / s / 1e9;
+                    ms.push_back(s * 1e3);
+                    gbs.push_back(g);
+                    bws.push_back(bw);
+                    ratios.push_back(g / bw);
+                }
+                const row decode{
+                    fam,
+                    tname,
+                    shape_name,
+                    "decode",
+                    nth,
+                    median(ms),
+                    median(gbs),
+                    median(bws),
+                    median(ratios),
+                    2.0 * static_cast<double>(sh.n_in * sh.n_out) / (median(ms) * 1e-3) / 1e9};
+                out.push_back(decode);
+                std::string note;
+                // Prefill: n_tok tokens against one matrix.
+                if (o.prefill_tokens > 1) {
+                    const tensor w = make_tensor(weights.get(), t, sh.n_in, sh.n_out);
+                    const tensor xp = make_tensor(xbuf.data(), ggml_type::F32, sh.n_in, n_tok_max);
+                    const tensor yp = make_tensor(ybuf.data(), ggml_type::F32, sh.n_out, n_tok_max);
+                    p.run(pool, w, xp, yp, act.data());
+                    std::vector<double> pms;
+                    for (int r = 0; r < std::max(3, o.rounds / 2); ++r) {
+                        const auto t0 = clock_type::now();
+                        p.run(pool, w, xp, yp, act.data());
+                        pms.push_back(seconds_since(t0) * 1e3);
+                    }
+                    const double m = median(pms);
+                    const double flops = 2.0 * static_cast<double>(sh.n_in * sh.n_out * n_tok_max);
+                    out.push_back({fam, tname, shape_name, strfmt("prefill%d", o.prefill_tokens),
+                                   nth, m, static_cast<double>(mat) / (m * 1e-3) / 1e9, 0.0, 0.0,
+                                   flops / (m * 1e-3) / 1e9});
+                    note += strfmt(", prefill %.1f GFLOP/s", out.back().gflops);
+                }
+                // Hot: a cache-resident slice of rows, one thread, timed in thread CPU time (the
+                // kernel's compute rate, independent of memory and of other processes).
+                if (nth == 1) {
+                    const int64_t hot_rows =
+                        std::max<int64_t>(16, static_cast<int64_t>((128u << 10) / rb) / 16 * 16);
+                    const tensor w = make_tensor(weights.get(), t, sh.n_in,
+                                                 std::min<int64_t>(hot_rows, sh.n_out));
+                    const tensor yh = make_tensor(ybuf.data(), ggml_type::F32, w.ne[1], 1);
+                    p.run(pool, w, x1, yh, act.data());
+                    std::vector<double> rates;
+                    for (int r = 0; r < std::max(3, o.rounds); ++r) {
+                        const double c0 = thread_cpu_seconds();
+                        int reps = 0;
+                        do {
+                            p.run(pool, w, x1, yh, act.data());
+                            ++reps;
+                        } while (thread_cpu_seconds() - c0 < 0.05);
+                        rates.push_back(static_cast<double>(w.ne[0] * w.ne[1]) * reps /
+                                        (thread_cpu_seconds() - c0) / 1e9);
+                    }
+                    const double hot_gws = median(rates);
+                    note += strfmt(", hot %.2f Gweights/cpu-s", hot_gws);
+                    out.push_back({fam, tname, shape_name, "hot", 1, 0.0,
+                                   hot_gws * static_cast<double>(rb) / static_cast<double>(sh.n_in),
+                                   0.0, 0.0, 2.0 * hot_gws});
+                }
+                std::fprintf(stderr,
+                             "  %-4s %-8s %-10s %d thr: decode %.3f ms %.1f GB/s (%.2f of %.1f "
+                             "GB/s read)%s\n",
+                             fam.c_str(), tname, shape_name.c_str(), nth, decode.ms, decode.gbs,
+                             decode.ratio, decode.bw, note.c_str());
+            }
+        }
+    }
+}
+
+int run_bench(const options& o_in) {
+    options o = o_in;
+    if (o.threads.empty()) {
+        const int all = thread_pool::physical_cores();
+        o.threads = {1};
+        if (all > 1) o.threads.push_back(all);
+    }
+    if (o.quick) o.rounds = std::min(o.rounds, 3);
+    const simd::isa_level level = parse_level(o.level);
+    if (!simd::cpu_supports(level))
+        throw Error(std::string("bench kernels: this CPU cannot run level ") +
+                    simd::level_name(level));
+    if (o.family != "f32" && o.family != "q8" && o.family != "both")
+        throw Error("bench kernels: --family must be f32, q8 or both");
+
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0) llc = 32l << 20;
+    const size_t set_bytes =
+        o.set_mb ? o.set_mb << 20
+                 : std::max<size_t>(size_t{256} << 20, static_cast<size_t>(llc) * 16);
+    std::fprintf(stderr, "bench kernels: level %s (best on this CPU: %s), threads",
+                 simd::level_name(level), simd::level_name(simd::active_level()));
+    for (int n : o.threads) std::fprintf(stderr, " %d", n);
+    std::fprintf(stderr, ", LLC %s, weight set %s per measurement, %d rounds\n",
+                 human_bytes(static_cast<uint64_t>(llc)).c_str(), human_bytes(set_bytes).c_str(),
+                 o.rounds);
+    buffer bw_buf = alloc_touched(set_bytes);
+
+    std::vector<row> rows;
+    for (const std::string& tn : o.types) {
+        const auto t = type_from_name(tn);
+        if (!t || simd::matmul_at(simd::isa_level::scalar, *t) == nullptr)
+            throw Error("bench kernels: no kernel for type " + tn);
+        bench_type(o, *t, level, set_bytes, bw_buf.get(), rows);
+    }
+
+    std::printf("%-6s %-8s %-10s %-10s %4s %10s %10s %10s %8s %10s\n", "family", "type", "shape",
+                "mode", "thr", "ms", "weight GB/s", "read GB/s", "ratio", "GFLOP/s");
+    for (const row& r : rows) {
+        std::printf("%-6s %-8s %-10s %-10s %4d %10s %10.1f %10s %8s %10.1f\n", r.family.c_str(),
+                    r.type.c_str(), r.shape.c_str(), r.mode.c_str(), r.threads,
+                    r.ms > 0 ? strfmt("%.3f", r.ms).c_str() : "-", r.gbs,
+                    r.bw > 0 ? strfmt("%.1f", r.bw).c_str() : "-",
+                    r.ratio > 0 ? strfmt("%.2f", r.ratio).c_str() : "-", r.gflops);
+    }
+    if (!o.csv.empty()) {
+        FILE* f = std::fopen(o.csv.c_str(), "w");
+        if (!f) throw Error("bench kernels: cannot write " + o.csv);
+        std::fprintf(f,
+                     "family,type,shape,mode,threads,ms,weight_gbs,read_gbs,ratio,gflops,level\n");
+        for (const row& r : rows) {
+            std::fprintf(f, "%s,%s,%s,%s,%d,%.4f,%.3f,%.3f,%.4f,%.3f,%s\n", r.family.c_str(),
+                         r.type.c_str(), r.shape.c_str(), r.mode.c_str(), r.threads, r.ms, r.gbs,
+                         r.bw, r.ratio, r.gflops, simd::level_name(level));
+        }
+        std::fclose(f);
+    }
+    return 0;
+}
+
+action setup(CLI::App& sub) {
+    auto o = std::make_shared<options>();
+    sub.add_option("--types", o->types, "Weight types to measure")->capture_default_str();
+    sub.add_option("--threads", o->threads, "Thread counts (default: 1 and all physical cores)");
+    sub.add_option("--family", o->family,
+                   "Kernel family: f32 (float activations), q8 (GGML-compatible), both")
+        ->capture_default_str();
+    sub.add_option("--level", o->level,
+                   "ISA level: auto, off, avx2, avx512 (MAGNETAR_SIMD caps auto)")
+        ->capture_default_str();
+    sub.add_option("--rounds", o->rounds, "Measurement rounds per row (medians are reported)")
+        ->capture_default_str();
+    sub.add_option("--prefill-tokens", o->prefill_tokens,
+                   "Tokens of the batched prefill rows (1: none)")
+        ->capture_default_str();
+    sub.add_option("--set-mb", o->set_mb,
+                   "MiB of weights rotated per measurement (default: max(256, 16 x LLC))");
+    sub.add_flag("--quick", o->quick, "First shape only, at most 3 rounds");
+    sub.add_option("--csv", o->csv, "Also write the table as CSV to this file");
+    sub.footer(
+        "Shapes (rows x columns = n_out x n_in): 2048x4096 and 4096x2048 (Flash routed experts), "
+        "4096x8192 "
+        "(dense attn_output_b). 'ratio' is the kernel's weight bandwidth over a plain streaming "
+        "read measured "
+        "with the same threads in the same round. 'hot' rows: one thread on a cache-resident slice "
+        "of the matrix, "
+        "timed in thread CPU time: the kernel's compute rate (weight GB/s and GFLOP/s at that "
+        "rate), unaffected "
+        "by memory and by other processes.");
+    return [o]() { return run_bench(*o); };
+}
+
+}  // namespace
+
+MAGNETAR_BENCH_COMMAND(kernels, "kernels",
+                       "CPU matrix-product kernels against the measured memory bandwidth", setup);
+
+}  // namespace magnetar::cli
