@@ -1,4 +1,5 @@
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/simd/simd.h"
 
 #include <algorithm>
 
@@ -55,6 +56,8 @@ void matmul_dequant(const tensor& w, const tensor& x, const tensor& y, int64_t r
 int64_t matmul_scratch_floats(int64_t n_in) { return std::max(kBlockFloats, n_in); }
 
 matmul_fn matmul_for(ggml_type t) {
+    // AVX2 / AVX-512 kernels when the CPU has them (MAGNETAR_SIMD=off keeps the scalar table).
+    if (const matmul_fn fast = simd::simd_matmul_for(t)) return fast;
     switch (t) {
         case ggml_type::F32:
             return matmul_f32;
