@@ -4,8 +4,8 @@
 #   1. the main build's tests (ctest on build/);
 #   2. the parser and quant tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 #      (build-asan/);
-#   3. when clang is present, the GGUF reader's libFuzzer target for a short time
-#      (build-fuzz/).
+#   3. when clang is present, the libFuzzer targets (GGUF reader, DSML parsers, tokenizer) for a
+#      short time each (build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
