@@ -193,6 +193,32 @@ bool dsml_stream::step_content(std::vector<stream_event>* out) {
     return false;
 }
 
+// Reads the opening tag `open` (already known to start buf_) up to its '>': its attributes
+// and the index of the '>'. need_more while the tag is still arriving (a long tag is scanned
+// once, resuming at gt_scan_); failed after reporting a malformed tag.
+dsml_stream::tag_read dsml_stream::read_open_tag(std::string_view open, const char* what,
+                                                 detail::attr_list* attrs, size_t* gt,
+                                                 std::vector<stream_event>* out) {
+    std::string_view b(buf_);
+    if (b.size() == open.size()) return tag_read::need_more;
+    if (!detail::tag_name_ends(b[open.size()])) {
+        fail(std::string("unexpected text after the ") + what + " tag name", out);
+        return tag_read::failed;
+    }
+    const size_t end = b.find('>', std::max(open.size(), gt_scan_));
+    if (end == std::string_view::npos) {
+        gt_scan_ = b.size();
+        return tag_read::need_more;
+    }
+    gt_scan_ = 0;
+    if (!detail::parse_attrs(b.substr(open.size(), end - open.size()), attrs)) {
+        fail(std::string("bad attributes in the ") + what + " tag", out);
+        return tag_read::failed;
+    }
+    *gt = end;
+    return tag_read::ok;
+}
+
 bool dsml_stream::step_between_invokes(std::vector<stream_event>* out) {
     const auto& tags = detail::tags_for(variant_);
     size_t ws = 0;
@@ -206,21 +232,10 @@ bool dsml_stream::step_between_invokes(std::vector<stream_event>* out) {
         return false;
     }
     if (starts_with(b, tags.open_invoke)) {
-        if (b.size() == tags.open_invoke.size()) return false;
-        if (!detail::tag_name_ends(b[tags.open_invoke.size()])) {
-            return fail("unexpected text after the invoke tag name", out);
-        }
-        size_t gt = b.find('>', std::max(tags.open_invoke.size(), gt_scan_));
-        if (gt == std::string_view::npos) {
-            gt_scan_ = b.size();  // a long tag arriving in pieces is scanned once
-            return false;
-        }
-        gt_scan_ = 0;
         detail::attr_list attrs;
-        if (!detail::parse_attrs(b.substr(tags.open_invoke.size(), gt - tags.open_invoke.size()),
-                                 &attrs)) {
-            return fail("bad attributes in the invoke tag", out);
-        }
+        size_t gt = 0;
+        const tag_read r = read_open_tag(tags.open_invoke, "invoke", &attrs, &gt, out);
+        if (r != tag_read::ok) return false;
         const std::string* name = detail::find_attr(attrs, "name");
         if (!name) return fail("invoke tag without a name attribute", out);
         streamed_call call;
@@ -262,21 +277,10 @@ bool dsml_stream::step_between_params(std::vector<stream_event>* out) {
         return true;
     }
     if (starts_with(b, tags.open_param)) {
-        if (b.size() == tags.open_param.size()) return false;
-        if (!detail::tag_name_ends(b[tags.open_param.size()])) {
-            return fail("unexpected text after the parameter tag name", out);
-        }
-        size_t gt = b.find('>', std::max(tags.open_param.size(), gt_scan_));
-        if (gt == std::string_view::npos) {
-            gt_scan_ = b.size();  // a long tag arriving in pieces is scanned once
-            return false;
-        }
-        gt_scan_ = 0;
         detail::attr_list attrs;
-        if (!detail::parse_attrs(b.substr(tags.open_param.size(), gt - tags.open_param.size()),
-                                 &attrs)) {
-            return fail("bad attributes in the parameter tag", out);
-        }
+        size_t gt = 0;
+        const tag_read r = read_open_tag(tags.open_param, "parameter", &attrs, &gt, out);
+        if (r != tag_read::ok) return false;
         const std::string* key = detail::find_attr(attrs, "name");
         const std::string* str = detail::find_attr(attrs, "string");
         // Without the string attribute the value's encoding is unknown until the end (it may

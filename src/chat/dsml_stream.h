@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "chat/dsml.h"
@@ -95,6 +96,10 @@ class dsml_stream {
     void emit_arguments(std::string_view s, std::vector<stream_event>* out);
     void emit_value(std::string_view raw, std::vector<stream_event>* out);
     bool fail(std::string msg, std::vector<stream_event>* out);
+    enum class tag_read { need_more, failed, ok };
+    tag_read read_open_tag(std::string_view open, const char* what,
+                           std::vector<std::pair<std::string, std::string>>* attrs,
+                           size_t* gt, std::vector<stream_event>* out);
     std::string fresh_id();
 
     stream_options options_;
