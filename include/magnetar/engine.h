@@ -1,5 +1,6 @@
-// The engine: an immutable loaded model (weights mapped from GGUF, validated once) plus its
-// compute backend. Create sessions from it; each session is one token timeline.
+// The engine: an immutable loaded model (weights mapped from GGUF, validated once), its
+// tokenizer and its compute backend. Create sessions from it; each session is one token
+// timeline.
 //
 // Sessions of one engine share its backend; their evaluations are serialized internally. A
 // session must be destroyed before its engine.
@@ -7,12 +8,17 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "magnetar/session.h"
 #include "magnetar/status.h"
 
 namespace magnetar {
+
+class tokenizer;  // src/tokenizer/tokenizer.h, for front ends built in this tree
 
 struct engine_options {
     std::string model_path;
@@ -21,15 +27,40 @@ struct engine_options {
     int n_threads = 0;  // 0: one per physical core
 };
 
+// Ids of the control tokens front ends use (-1 when the model has no tokenizer).
+struct special_tokens {
+    int32_t bos = -1;
+    int32_t eos = -1;
+    int32_t user = -1;
+    int32_t assistant = -1;
+    int32_t think = -1;      // <think>
+    int32_t think_end = -1;  // </think>
+};
+
 // What front ends need to know about the loaded model.
 struct model_info {
     std::string name;
+    std::string path;
     uint32_t n_layer = 0;
     uint32_t n_embd = 0;
     uint32_t n_vocab = 0;
+    uint32_t n_swa = 0;  // raw sliding window
     uint64_t n_ctx_train = 0;
+    uint64_t weight_bytes = 0;  // tensor data of the main file
     bool has_mtp = false;
+    bool has_tokenizer = false;
+    special_tokens special;
     int n_threads = 0;
+};
+
+// Thinking mode of a rendered chat prompt (protocol §2.1).
+enum class think_mode { off, on, max };
+
+// One message of a plain chat (no tools; the server renders richer histories itself).
+struct chat_turn {
+    std::string role;  // "system", "user" or "assistant"
+    std::string content;
+    std::string reasoning;  // assistant turns: thinking text, kept when the mode retains it
 };
 
 class Engine {
@@ -41,6 +72,26 @@ class Engine {
 
     const model_info& info() const;
     status create_session(const session_options& opts, std::unique_ptr<Session>* out) const;
+
+    // Tokenization (protocol §1.6): plain text never yields a control token; rendered chat
+    // text (`rendered` true) matches every special-token literal atomically.
+    status tokenize(std::string_view text, bool rendered, std::vector<int32_t>* out) const;
+    // Bytes of one token / of a sequence (may be partial UTF-8).
+    std::string token_bytes(int32_t id) const;
+    std::string detokenize(std::span<const int32_t> tokens) const;
+    // The DeepSeek V4 chat prompt for `turns` (protocol §2): BOS, system, user / assistant
+    // turns, then the assistant opening with <think> or </think> when add_generation_prompt.
+    // think_mode::max falls back to on below the context Think Max needs (n_ctx).
+    static std::string render_chat(const std::vector<chat_turn>& turns, think_mode mode,
+                                   uint64_t n_ctx, bool add_generation_prompt = true);
+    // render_chat() tokenized as rendered chat, except that special-token literals inside
+    // the turns' text stay plain text (a user cannot inject control tokens). *text, when
+    // given, receives the rendered string.
+    status tokenize_chat(const std::vector<chat_turn>& turns, think_mode mode, uint64_t n_ctx,
+                         std::vector<int32_t>* out, std::string* text = nullptr,
+                         bool add_generation_prompt = true) const;
+    // The tokenizer itself (nullptr without one), for in-tree front ends.
+    const tokenizer* vocab() const;
 
     struct impl;
 

@@ -1,9 +1,20 @@
 // A session: one token timeline of an engine, with its cache state and its latest logits.
 //
 // eval() appends tokens at positions n_past() ... and runs the forward pass over them: a batch
-// is prefilled in chunks of session_options::chunk_size tokens, a single token is a decode
-// step. Every way of cutting a sequence into eval() calls and chunks gives the same logits bit
-// for bit (same thread count), because each token's arithmetic never depends on its batch.
+// is prefilled in chunks that end at absolute multiples of session_options::chunk_size, a single
+// token is a decode step. Every way of cutting a sequence into eval() calls and chunks gives the
+// same logits bit for bit (same thread count), because each token's arithmetic never depends on
+// its batch.
+//
+// The timeline can move backwards only to a checkpoint: compressed cache rows are append-only,
+// but the raw window and the compressor frontiers are overwritten as tokens arrive, so the
+// session keeps host copies of those (a few MB per checkpoint on V4 Flash) at absolute multiples
+// of checkpoint_interval. sync() uses them to reuse the longest usable prefix of a new token
+// list; rewind() returns to one explicitly.
+//
+// Snapshots use the session payload of docs/engine.md (protocol §6.4.3 layout): the timeline's
+// tokens, the next-token logits, the raw window in logical order, the compressed and indexer
+// rows and the compressor frontiers. A restored session continues bit-identically.
 #pragma once
 
 #include <cstdint>
@@ -13,15 +24,20 @@
 #include <string>
 #include <vector>
 
+#include "magnetar/sampler.h"
 #include "magnetar/status.h"
 
 namespace magnetar {
 
 struct session_options {
     int64_t n_ctx = 4096;       // most tokens the timeline can hold
-    int64_t chunk_size = 2048;  // prefill batch size
+    int64_t chunk_size = 2048;  // prefill batch size (capped at n_ctx)
     bool all_logits = false;    // keep the logits of every position of an eval (else the last)
     bool mtp_logits = false;    // compute the MTP block's draft logits (models with MTP)
+    // In-memory checkpoints: one whenever the timeline reaches an absolute multiple of
+    // checkpoint_interval tokens (0: none), the latest max_checkpoints kept.
+    int64_t checkpoint_interval = 2048;
+    int max_checkpoints = 8;
 };
 
 // Bytes of cache state the session holds (spec model.md §8.2 categories).
@@ -31,11 +47,37 @@ struct session_memory {
     uint64_t raw_window_bytes = 0;  // sliding-window rings (MTP ring included)
     uint64_t frontier_bytes = 0;    // compressor frontiers
     uint64_t scratch_bytes = 0;     // forward-pass scratch arena
+    uint64_t checkpoint_bytes = 0;  // host copies held for rewind (current count)
     // Growing bytes per token of context (growing_bytes / n_ctx when n_ctx is a multiple of 128).
     double kv_bytes_per_token() const {
         return n_ctx > 0 ? static_cast<double>(growing_bytes) / static_cast<double>(n_ctx) : 0.0;
     }
 };
+
+// Prefill progress in absolute positions: called after every finished chunk with the new
+// n_past and the position the call will reach.
+using progress_fn = std::function<void(int64_t done, int64_t total)>;
+
+struct eval_options {
+    progress_fn progress;
+    // Polled before every layer of a prefill chunk and before every token of a multi-call
+    // decode; returning true stops the evaluation with status_code::cancelled. Finished chunks
+    // stay evaluated, the interrupted chunk is rolled back: the session stays usable at the
+    // n_past() it reports.
+    std::function<bool()> cancel;
+};
+
+// What sync() did.
+struct sync_result {
+    int64_t reused = 0;           // tokens of the new list that were not evaluated again
+    int64_t evaluated = 0;        // tokens evaluated by this call
+    bool from_checkpoint = false;  // the timeline went back to an in-memory checkpoint first
+};
+
+// Where a payload goes / comes from, in large pieces. A sink returns false on a write error;
+// a source fills exactly n bytes or returns false.
+using byte_sink = std::function<bool(const void* data, size_t n)>;
+using byte_source = std::function<bool(void* data, size_t n)>;
 
 // Diagnostic tap on named intermediates (docs/reference.md "Named intermediates"): called with
 // the rows of `name` for positions first_pos ... first_pos + n_rows - 1, each `width` floats
@@ -50,9 +92,38 @@ class Session {
     Session& operator=(const Session&) = delete;
 
     // Evaluates tokens at positions n_past() .. n_past() + size - 1.
-    status eval(std::span<const int32_t> tokens);
-    // Forgets the timeline (n_past back to 0).
+    status eval(std::span<const int32_t> tokens, const eval_options& opts = {});
+    // Brings the timeline to exactly `tokens` (1 <= size <= n_ctx), evaluating as little as
+    // possible: the suffix after the current timeline when it is a prefix of `tokens`, else
+    // the suffix after the latest checkpoint inside the common prefix, else everything.
+    status sync(std::span<const int32_t> tokens, const eval_options& opts = {},
+                sync_result* result = nullptr);
+    // Forgets the timeline and the checkpoints (n_past back to 0).
     void reset();
+
+    // The evaluated tokens [n_past()].
+    std::span<const int32_t> tokens() const;
+    // Length of the common prefix of tokens() and `other`.
+    int64_t common_prefix(std::span<const int32_t> other) const;
+
+    // Records a checkpoint at n_past() now (beyond the automatic ones).
+    status checkpoint();
+    // Positions of the held checkpoints, ascending.
+    std::vector<int64_t> checkpoint_positions() const;
+    // Moves the timeline back to `pos`: n_past() itself, or the position of a held checkpoint.
+    // Later checkpoints are dropped. Anything else is status_code::invalid_argument (the
+    // compressed state cannot be rolled back elsewhere).
+    status rewind(int64_t pos);
+
+    // Session payload (docs/engine.md): exact size, then the bytes.
+    uint64_t payload_size() const;
+    status save_payload(std::vector<uint8_t>* out) const;
+    status save_payload(const byte_sink& sink) const;
+    // Replaces the timeline by a payload of `size` bytes. Rejected (status bad_payload, the
+    // session then empty) when it was written by another model shape, does not fit this
+    // session, or is truncated or inconsistent; never partially loaded.
+    status load_payload(std::span<const uint8_t> bytes);
+    status load_payload(const byte_source& source, uint64_t size);
 
     int64_t n_past() const;
     int64_t n_ctx() const;
@@ -63,6 +134,13 @@ class Session {
     // With all_logits: logits of the i-th token of the last eval() call.
     std::span<const float> logits_at(int64_t i) const;
     int64_t n_logit_rows() const;
+
+    // On logits(): the greedy token (first maximum), the k most likely tokens with their
+    // log-probabilities (protocol §4.4), one token's log-probability, a draw from `s`.
+    int32_t argmax() const;
+    std::vector<token_logprob> top_logprobs(int k) const;
+    double logprob_of(int32_t id) const;
+    int32_t sample(sampler& s) const;
 
     // With mtp_logits: draft rows computed by the last eval(). Row j is the draft for the token
     // at position mtp_first_pos() + j + 2, from the main state at mtp_first_pos() + j and the

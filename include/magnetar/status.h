@@ -15,6 +15,8 @@ enum class status_code {
     model_error,       // the model file could not be loaded or validated
     context_full,      // the batch does not fit into the session's context
     unsupported,       // a feature the loaded model does not have (e.g. MTP)
+    cancelled,         // the caller's cancel callback stopped the evaluation
+    bad_payload,       // a session payload that does not belong to this model / session
     internal,
 };
 

@@ -264,17 +264,24 @@ std::string render_chat(const std::vector<message>& messages, const tool_list& t
 
     const long last_user = last_user_index(turns);
     std::string out(kBos);
+    std::vector<std::pair<size_t, size_t>>* spans = options.client_spans;
+    if (spans) spans->clear();
+    // Appends client text, recording where it lies.
+    auto client = [&](std::string_view text) {
+        if (spans && !text.empty()) spans->emplace_back(out.size(), out.size() + text.size());
+        out.append(text);
+    };
     for (size_t i = 0; i < turns.size(); ++i) {
         const turn& t = turns[i];
         if (i == 0 && mode == think_mode::think_max) out += kThinkMaxPrefix;
         switch (t.role) {
             case chat::role::system:
-                if (t.msg) out += t.msg->content;
+                if (t.msg) client(t.msg->content);
                 append_attachments(out, t, tools, options);
                 break;
             case chat::role::developer:
                 out += kUser;
-                out += t.msg->content;
+                client(t.msg->content);
                 append_attachments(out, t, tools, options);
                 break;
             case chat::role::user:
@@ -283,23 +290,23 @@ std::string render_chat(const std::vector<message>& messages, const tool_list& t
                     if (b) out += "\n\n";
                     if (t.blocks[b].is_tool_result) {
                         out += kToolResultOpen;
-                        out += escape_tool_result(t.blocks[b].text);
+                        client(escape_tool_result(t.blocks[b].text));
                         out += kToolResultClose;
                     } else {
-                        out += t.blocks[b].text;
+                        client(t.blocks[b].text);
                     }
                 }
                 break;
             case chat::role::latest_reminder:
                 out += kLatestReminder;
-                out += t.msg->content;
+                client(t.msg->content);
                 break;
             case chat::role::assistant:
                 if (thinking && (!drop || static_cast<long>(i) > last_user)) {
-                    out += t.msg->reasoning_content;
+                    client(t.msg->reasoning_content);
                     out += kThinkEnd;
                 }
-                out += t.msg->content;
+                client(t.msg->content);
                 out += dsml_block(*t.msg);
                 out += kEos;
                 break;

@@ -38,6 +38,10 @@ struct render_options {
     // Optional response format; rendered after the tools section as the official
     // "## Response Format" block.
     std::optional<nlohmann::ordered_json> response_format;
+    // When set, receives the [begin, end) byte ranges of the output that hold client text
+    // (message content, reasoning, tool results), so a tokenizer can keep special-token
+    // literals in them from becoming control tokens (engine/prompt_tokens.h).
+    std::vector<std::pair<size_t, size_t>>* client_spans = nullptr;
 };
 
 // think_max below the minimum context becomes think; other modes are unchanged.

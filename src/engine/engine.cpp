@@ -4,7 +4,9 @@
 #include "backend/null_backend.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "chat/renderer.h"
 #include "core/thread_pool.h"
+#include "engine/prompt_tokens.h"
 #include "engine/engine_impl.h"
 
 namespace magnetar {
@@ -59,6 +61,24 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     }
     const int n_threads = opts.n_threads > 0 ? opts.n_threads : thread_pool::physical_cores();
     p->be = std::make_unique<backend::cpu_backend>(n_threads);
+    if (p->m->file().find("tokenizer.ggml.tokens")) {
+        try {
+            p->vocab = tokenizer::from_gguf(p->m->file());
+        } catch (const Error& e) {
+            return {status_code::model_error, e.what()};
+        }
+        if (static_cast<uint32_t>(p->vocab->n_vocab()) > hp.n_vocab) {
+            return {status_code::model_error,
+                    strfmt("%s: the tokenizer has %d tokens, the model's vocabulary %u",
+                           opts.model_path.c_str(), p->vocab->n_vocab(), hp.n_vocab)};
+        }
+        const tokenizer::special_ids& sp = p->vocab->specials();
+        p->info.has_tokenizer = true;
+        p->info.special = {sp.bos, sp.eos, sp.user, sp.assistant, sp.think, sp.think_end};
+    }
+    for (const gguf::tensor_info& t : p->m->file().tensors()) p->info.weight_bytes += t.n_bytes;
+    p->info.path = opts.model_path;
+    p->info.n_swa = hp.n_swa;
     p->info.name = hp.name;
     p->info.n_layer = hp.n_layer;
     p->info.n_embd = hp.n_embd;
@@ -70,11 +90,81 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     return {};
 }
 
+const tokenizer* Engine::vocab() const {
+    return impl_->vocab.get();
+}
+
+status Engine::tokenize(std::string_view text, bool rendered, std::vector<int32_t>* out) const {
+    out->clear();
+    if (!impl_->vocab)
+        return {status_code::unsupported, "tokenize: the model file has no tokenizer"};
+    impl_->vocab->encode_append(text, rendered, *out);
+    return {};
+}
+
+std::string Engine::token_bytes(int32_t id) const {
+    if (!impl_->vocab || !impl_->vocab->valid(id)) return {};
+    return std::string(impl_->vocab->token_bytes(id));
+}
+
+std::string Engine::detokenize(std::span<const int32_t> tokens) const {
+    std::string out;
+    for (int32_t id : tokens) out += token_bytes(id);
+    return out;
+}
+
+namespace {
+
+std::string render_turns(const std::vector<chat_turn>& turns, think_mode mode, uint64_t n_ctx,
+                         bool add_generation_prompt,
+                         std::vector<std::pair<size_t, size_t>>* spans) {
+    std::vector<chat::message> msgs;
+    msgs.reserve(turns.size());
+    for (const chat_turn& t : turns) {
+        chat::message m;
+        const std::optional<chat::role> r = chat::role_from_string(t.role);
+        m.role = r ? *r : chat::role::user;
+        m.content = t.content;
+        if (m.role == chat::role::assistant) m.reasoning_content = t.reasoning;
+        msgs.push_back(std::move(m));
+    }
+    chat::render_options ro;
+    ro.mode = mode == think_mode::off  ? chat::think_mode::nothink
+              : mode == think_mode::on ? chat::think_mode::think
+                                       : chat::think_mode::think_max;
+    ro.n_ctx = n_ctx;
+    ro.add_generation_prompt = add_generation_prompt;
+    ro.client_spans = spans;
+    return chat::render_chat(msgs, {}, ro);
+}
+
+}  // namespace
+
+std::string Engine::render_chat(const std::vector<chat_turn>& turns, think_mode mode,
+                                uint64_t n_ctx, bool add_generation_prompt) {
+    return render_turns(turns, mode, n_ctx, add_generation_prompt, nullptr);
+}
+
+status Engine::tokenize_chat(const std::vector<chat_turn>& turns, think_mode mode, uint64_t n_ctx,
+                             std::vector<int32_t>* out, std::string* text,
+                             bool add_generation_prompt) const {
+    out->clear();
+    if (!impl_->vocab)
+        return {status_code::unsupported, "tokenize: the model file has no tokenizer"};
+    std::vector<std::pair<size_t, size_t>> spans;
+    const std::string rendered = render_turns(turns, mode, n_ctx, add_generation_prompt, &spans);
+    encode_rendered_prompt(*impl_->vocab, rendered, spans, *out);
+    if (text) *text = rendered;
+    return {};
+}
+
 status Engine::create_session(const session_options& opts, std::unique_ptr<Session>* out) const {
     const hparams& hp = impl_->m->hp();
     if (opts.n_ctx < 1) return {status_code::invalid_argument, "session: n_ctx must be at least 1"};
     if (opts.chunk_size < 1)
         return {status_code::invalid_argument, "session: chunk_size must be at least 1"};
+    if (opts.checkpoint_interval < 0)
+        return {status_code::invalid_argument, "session: checkpoint_interval must be >= 0"};
     if (opts.mtp_logits && !impl_->info.has_mtp) {
         return {status_code::unsupported,
                 "session: MTP logits requested but the model has no MTP block"};

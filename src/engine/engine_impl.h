@@ -1,6 +1,7 @@
 // Internal to src/engine: the engine's and the session's private state.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,12 +13,14 @@
 #include "kv/kv_cache.h"
 #include "magnetar/engine.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace magnetar {
 
 struct Engine::impl {
     std::unique_ptr<model> m;
     std::unique_ptr<backend::cpu_backend> be;
+    std::unique_ptr<tokenizer> vocab;  // null when the file has no tokenizer.ggml.* keys
     model_info info;
     // One evaluation at a time on the shared backend.
     mutable std::mutex eval_mutex;
@@ -50,6 +53,24 @@ struct Session::impl {
     int64_t n_mtp_rows = 0;
 
     name_dump_sink sink;
+
+    std::vector<int32_t> tokens;  // the timeline [n_past]
+
+    // Host copy of the small state at `pos` with the logits row of position pos - 1.
+    struct checkpoint {
+        int64_t pos = 0;
+        std::vector<float> small;
+        std::vector<float> logits;
+    };
+    std::deque<checkpoint> checkpoints;  // ascending positions
+    std::vector<float> rollback;         // small state before a cancellable chunk
+
+    // Runs tokens as chunks ending at absolute multiples of chunk_size (and of the checkpoint
+    // interval), taking the automatic checkpoints. Caller holds the eval mutex.
+    status eval_locked(std::span<const int32_t> toks, const eval_options& o);
+    void take_checkpoint();
+    void restore_checkpoint(const checkpoint& cp);
+    std::span<const float> last_logits() const;
 
     ~impl();
 };

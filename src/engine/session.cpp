@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/format.h"
 #include "engine/engine_impl.h"
+#include "kv/payload.h"
 
 namespace magnetar {
 
@@ -51,9 +53,7 @@ int64_t Session::n_mtp_rows() const {
 }
 
 std::span<const float> Session::logits() const {
-    const size_t v = n_vocab();
-    const int64_t row = impl_->n_logit_rows > 0 ? impl_->n_logit_rows - 1 : 0;
-    return {impl_->logits.data() + static_cast<size_t>(row) * v, v};
+    return impl_->last_logits();
 }
 
 std::span<const float> Session::logits_at(int64_t i) const {
@@ -70,7 +70,9 @@ std::span<const float> Session::mtp_logits_at(int64_t j) const {
 
 void Session::reset() {
     std::lock_guard<std::mutex> lock(impl_->eng->eval_mutex);
-    impl_->cache->clear();
+    impl_->cache->clear_small();
+    impl_->checkpoints.clear();
+    impl_->tokens.clear();
     impl_->n_past = 0;
     impl_->n_logit_rows = 0;
     impl_->n_mtp_rows = 0;
@@ -84,6 +86,8 @@ session_memory Session::memory() const {
     m.raw_window_bytes = u.raw_window_bytes;
     m.frontier_bytes = u.frontier_bytes;
     m.scratch_bytes = impl_->arena_bytes;
+    for (const impl::checkpoint& cp : impl_->checkpoints)
+        m.checkpoint_bytes += (cp.small.size() + cp.logits.size()) * sizeof(float);
     return m;
 }
 
@@ -92,7 +96,7 @@ void Session::set_dump(std::vector<std::string> names, dump_fn fn) {
     impl_->sink.fn = std::move(fn);
 }
 
-status Session::eval(std::span<const int32_t> tokens) {
+status Session::eval(std::span<const int32_t> tokens, const eval_options& opts) {
     impl& s = *impl_;
     const int64_t n = static_cast<int64_t>(tokens.size());
     const uint32_t n_vocab = s.eng->info.n_vocab;
@@ -111,40 +115,293 @@ status Session::eval(std::span<const int32_t> tokens) {
         }
     }
     std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
+    return s.eval_locked(tokens, opts);
+}
 
-    s.n_logit_rows = s.opts.all_logits ? n : 1;
-    const size_t need = static_cast<size_t>(s.n_logit_rows) * n_vocab;
-    if (s.logits.size() < need) s.logits.resize(need);
-    const bool mtp = s.cache->has_mtp();
-    const int64_t mtp_rows = mtp ? (s.n_past > 0 ? n : n - 1) : 0;
-    if (s.opts.mtp_logits && s.mtp_logits.size() < static_cast<size_t>(mtp_rows) * n_vocab) {
-        s.mtp_logits.resize(static_cast<size_t>(mtp_rows) * n_vocab);
+status Session::impl::eval_locked(std::span<const int32_t> toks, const eval_options& o) {
+    const int64_t n = static_cast<int64_t>(toks.size());
+    const uint32_t n_vocab = eng->info.n_vocab;
+    const int64_t target = n_past + n;
+
+    const int64_t rows = opts.all_logits ? n : 1;
+    if (logits.size() < static_cast<size_t>(rows) * n_vocab)
+        logits.resize(static_cast<size_t>(rows) * n_vocab);
+    const bool mtp = cache->has_mtp();
+    const int64_t mtp_rows = mtp ? (n_past > 0 ? n : n - 1) : 0;
+    if (opts.mtp_logits && mtp_logits.size() < static_cast<size_t>(mtp_rows) * n_vocab) {
+        mtp_logits.resize(static_cast<size_t>(mtp_rows) * n_vocab);
     }
-    s.n_mtp_rows = 0;
-    s.mtp_first_pos = s.n_past > 0 ? s.n_past - 1 : 0;
+    n_mtp_rows = 0;
+    mtp_first_pos = n_past > 0 ? n_past - 1 : 0;
+    if (opts.all_logits) n_logit_rows = 0;
 
-    graph::dump_sink* sink = s.sink.fn && !s.sink.patterns.empty() ? &s.sink : nullptr;
-    for (int64_t off = 0; off < n; off += s.opts.chunk_size) {
+    graph::dump_sink* dsink = sink.fn && !sink.patterns.empty() ? &sink : nullptr;
+    const std::function<bool()>* cancel = o.cancel ? &o.cancel : nullptr;
+    const int64_t every = opts.checkpoint_interval;
+    for (int64_t off = 0; off < n;) {
+        if (cancel && (*cancel)()) {
+            return {status_code::cancelled,
+                    strfmt("eval: cancelled at position %lld", static_cast<long long>(n_past))};
+        }
+        // The chunk ends at the next absolute multiple of the chunk size or of the checkpoint
+        // interval, or at the end of the batch.
+        int64_t end = (n_past / opts.chunk_size + 1) * opts.chunk_size;
+        if (every > 0) end = std::min(end, (n_past / every + 1) * every);
         graph::chunk_request req;
-        req.p0 = s.n_past;
-        req.n = std::min(s.opts.chunk_size, n - off);
-        req.tokens = tokens.data() + off;
-        const bool last_chunk = off + req.n == n;
-        req.logits_all = s.opts.all_logits;
-        req.logits_last = !s.opts.all_logits && last_chunk;
-        req.logits = s.opts.all_logits ? s.logits.data() + static_cast<size_t>(off) * n_vocab
-                                       : s.logits.data();
+        req.p0 = n_past;
+        req.n = std::min(end, target) - n_past;
+        req.tokens = toks.data() + off;
+        // Every chunk leaves the logits of its last row, so a state cut short (cancellation)
+        // or checkpointed at a chunk end still has the logits of its last position.
+        req.logits_all = opts.all_logits;
+        req.logits_last = !opts.all_logits;
+        req.logits = opts.all_logits ? logits.data() + static_cast<size_t>(off) * n_vocab
+                                     : logits.data();
         req.mtp = mtp;
-        req.mtp_logits = s.opts.mtp_logits;
-        req.mtp_out = s.opts.mtp_logits
-                          ? s.mtp_logits.data() + static_cast<size_t>(s.n_mtp_rows) * n_vocab
+        req.mtp_logits = opts.mtp_logits;
+        req.mtp_out = opts.mtp_logits
+                          ? mtp_logits.data() + static_cast<size_t>(n_mtp_rows) * n_vocab
                           : nullptr;
-        const graph::chunk_result r = s.fwd->run(req, *s.cache, s.ar, sink);
-        s.n_mtp_rows += r.mtp_rows;
-        s.n_past += req.n;
+        if (cancel && req.n > 1) {
+            cache->save_small(rollback);
+            req.cancel = cancel;
+        }
+        const graph::chunk_result r = fwd->run(req, *cache, ar, dsink);
+        if (r.cancelled) {
+            cache->load_small(rollback);
+            eng->be->synchronize();
+            return {status_code::cancelled,
+                    strfmt("eval: cancelled at position %lld", static_cast<long long>(n_past))};
+        }
+        n_mtp_rows += r.mtp_rows;
+        n_past += req.n;
+        tokens.insert(tokens.end(), req.tokens, req.tokens + req.n);
+        off += req.n;
+        n_logit_rows = opts.all_logits ? off : 1;
+        if (every > 0 && n_past % every == 0) take_checkpoint();
+        if (o.progress) o.progress(n_past, target);
     }
+    eng->be->synchronize();
+    return {};
+}
+
+std::span<const float> Session::impl::last_logits() const {
+    const size_t v = eng->info.n_vocab;
+    const int64_t row = n_logit_rows > 0 ? n_logit_rows - 1 : 0;
+    return {logits.data() + static_cast<size_t>(row) * v, v};
+}
+
+void Session::impl::take_checkpoint() {
+    if (opts.max_checkpoints <= 0) return;
+    eng->be->synchronize();
+    while (!checkpoints.empty() && checkpoints.back().pos >= n_past) checkpoints.pop_back();
+    checkpoint cp;
+    if (static_cast<int>(checkpoints.size()) >= opts.max_checkpoints) {
+        cp = std::move(checkpoints.front());  // reuse its buffers
+        checkpoints.pop_front();
+    }
+    cp.pos = n_past;
+    cache->save_small(cp.small);
+    const std::span<const float> l = last_logits();
+    cp.logits.assign(l.begin(), l.end());
+    checkpoints.push_back(std::move(cp));
+}
+
+void Session::impl::restore_checkpoint(const checkpoint& cp) {
+    cache->load_small(cp.small);
+    std::copy(cp.logits.begin(), cp.logits.end(), logits.begin());
+    n_logit_rows = 1;
+    n_mtp_rows = 0;
+    n_past = cp.pos;
+    tokens.resize(static_cast<size_t>(cp.pos));
+    while (!checkpoints.empty() && checkpoints.back().pos > cp.pos) checkpoints.pop_back();
+    eng->be->synchronize();
+}
+
+status Session::sync(std::span<const int32_t> toks, const eval_options& opts,
+                     sync_result* result) {
+    impl& s = *impl_;
+    const int64_t n = static_cast<int64_t>(toks.size());
+    sync_result local;
+    sync_result& r = result ? *result : local;
+    r = sync_result{};
+    if (n == 0) return {status_code::invalid_argument, "sync: empty token list"};
+    if (n > s.opts.n_ctx) {
+        return {status_code::context_full,
+                strfmt("sync: %lld tokens exceed the context of %lld", static_cast<long long>(n),
+                       static_cast<long long>(s.opts.n_ctx))};
+    }
+    const uint32_t n_vocab = s.eng->info.n_vocab;
+    for (int64_t i = 0; i < n; ++i) {
+        if (toks[i] < 0 || static_cast<uint32_t>(toks[i]) >= n_vocab) {
+            return {status_code::invalid_argument,
+                    strfmt("sync: token %lld has id %d, expected 0..%u", static_cast<long long>(i),
+                           toks[i], n_vocab - 1)};
+        }
+    }
+    std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
+    const int64_t common = common_prefix(toks);
+    int64_t start = 0;
+    if (common == s.n_past) {
+        start = common;
+    } else {
+        // The latest checkpoint inside the common prefix; a checkpoint at n itself keeps the
+        // logits of position n - 1, so nothing needs evaluating then.
+        const impl::checkpoint* best = nullptr;
+        for (const impl::checkpoint& cp : s.checkpoints) {
+            if (cp.pos >= 1 && cp.pos <= common) best = &cp;
+        }
+        if (best) {
+            s.restore_checkpoint(*best);
+            r.from_checkpoint = true;
+            start = s.n_past;
+        } else {
+            s.cache->clear_small();
+            s.checkpoints.clear();
+            s.tokens.clear();
+            s.n_past = 0;
+            s.n_logit_rows = 0;
+            s.n_mtp_rows = 0;
+            start = 0;
+        }
+    }
+    r.reused = start;
+    if (start == n) return {};
+    const status st = s.eval_locked(toks.subspan(static_cast<size_t>(start)), opts);
+    r.evaluated = s.n_past - start;
+    return st;
+}
+
+std::span<const int32_t> Session::tokens() const {
+    return impl_->tokens;
+}
+
+int64_t Session::common_prefix(std::span<const int32_t> other) const {
+    const std::vector<int32_t>& t = impl_->tokens;
+    const size_t m = std::min(t.size(), other.size());
+    size_t i = 0;
+    while (i < m && t[i] == other[i]) ++i;
+    return static_cast<int64_t>(i);
+}
+
+status Session::checkpoint() {
+    impl& s = *impl_;
+    if (s.opts.max_checkpoints <= 0)
+        return {status_code::unsupported, "checkpoint: max_checkpoints is 0 for this session"};
+    if (s.n_past == 0) return {status_code::invalid_argument, "checkpoint: empty timeline"};
+    std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
+    s.take_checkpoint();
+    return {};
+}
+
+std::vector<int64_t> Session::checkpoint_positions() const {
+    std::vector<int64_t> out;
+    for (const impl::checkpoint& cp : impl_->checkpoints) out.push_back(cp.pos);
+    return out;
+}
+
+status Session::rewind(int64_t pos) {
+    impl& s = *impl_;
+    if (pos == s.n_past) return {};
+    if (pos == 0) {
+        reset();
+        return {};
+    }
+    std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
+    for (const impl::checkpoint& cp : s.checkpoints) {
+        if (cp.pos == pos) {
+            s.restore_checkpoint(cp);
+            return {};
+        }
+    }
+    std::string held;
+    for (const impl::checkpoint& cp : s.checkpoints)
+        held += strfmt("%s%lld", held.empty() ? "" : ", ", static_cast<long long>(cp.pos));
+    return {status_code::invalid_argument,
+            strfmt("rewind: no checkpoint at position %lld (n_past %lld; checkpoints: %s)",
+                   static_cast<long long>(pos), static_cast<long long>(s.n_past),
+                   held.empty() ? "none" : held.c_str())};
+}
+
+uint64_t Session::payload_size() const {
+    return kv::payload_size(impl_->eng->m->hp(), impl_->n_past);
+}
+
+status Session::save_payload(std::vector<uint8_t>* out) const {
+    out->clear();
+    out->reserve(payload_size());
+    return save_payload([out](const void* p, size_t n) {
+        const uint8_t* b = static_cast<const uint8_t*>(p);
+        out->insert(out->end(), b, b + n);
+        return true;
+    });
+}
+
+status Session::save_payload(const byte_sink& sink) const {
+    const impl& s = *impl_;
+    if (s.n_past == 0) return {status_code::invalid_argument, "save_payload: empty timeline"};
+    std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
+    try {
+        kv::write_payload(*s.eng->be, s.eng->m->hp(), *s.cache, s.opts.chunk_size, s.tokens,
+                          s.last_logits(), sink);
+    } catch (const Error& e) {
+        return {status_code::internal, e.what()};
+    }
+    return {};
+}
+
+status Session::load_payload(std::span<const uint8_t> bytes) {
+    size_t at = 0;
+    return load_payload(
+        [&](void* p, size_t n) {
+            if (n > bytes.size() - at) return false;
+            std::memcpy(p, bytes.data() + at, n);
+            at += n;
+            return true;
+        },
+        bytes.size());
+}
+
+status Session::load_payload(const byte_source& source, uint64_t size) {
+    impl& s = *impl_;
+    std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
+    s.checkpoints.clear();
+    s.n_mtp_rows = 0;
+    std::vector<float> row;
+    try {
+        kv::read_payload(*s.eng->be, s.eng->m->hp(), *s.cache, source, size, &s.tokens, &row);
+    } catch (const Error& e) {
+        s.cache->clear_small();
+        s.tokens.clear();
+        s.n_past = 0;
+        s.n_logit_rows = 0;
+        return {status_code::bad_payload, e.what()};
+    }
+    s.n_past = static_cast<int64_t>(s.tokens.size());
+    std::copy(row.begin(), row.end(), s.logits.begin());
+    s.n_logit_rows = 1;
     s.eng->be->synchronize();
     return {};
+}
+
+int32_t Session::argmax() const {
+    return sampler::argmax(logits());
+}
+
+std::vector<token_logprob> Session::top_logprobs(int k) const {
+    std::vector<token_logprob> out;
+    magnetar::top_logprobs(logits(), k, out);
+    return out;
+}
+
+double Session::logprob_of(int32_t id) const {
+    MAGNETAR_ASSERT(id >= 0 && static_cast<uint32_t>(id) < n_vocab(),
+                    "logprob_of: id outside the vocabulary");
+    return token_logprob_of(logits(), id);
+}
+
+int32_t Session::sample(sampler& smp) const {
+    return smp.sample(logits());
 }
 
 status Session::read_state(const std::string& name, std::vector<float>* data,

@@ -252,6 +252,12 @@ chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
 
     const size_t mark = ar.mark();
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        if (req.cancel && *req.cancel && (*req.cancel)()) {
+            be_.synchronize();
+            chunk_result res;
+            res.cancelled = true;
+            return res;
+        }
         if (dump) c.prefix = strfmt("blk.%u.", il);
         layer(c, w.layers[il], cache.layer(il), x, t);
         ar.reset(mark);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "backend/backend.h"
@@ -44,11 +45,15 @@ struct chunk_request {
     bool mtp = false;
     bool mtp_logits = false;
     float* mtp_out = nullptr;
+    // Polled before every layer; true stops the chunk (chunk_result::cancelled). The cache is
+    // then partly updated: the caller rolls the small state back (kv::cache::save_small).
+    const std::function<bool()>* cancel = nullptr;
 };
 
 struct chunk_result {
     int64_t mtp_first_pos = 0;  // position of the first MTP row of this chunk
     int64_t mtp_rows = 0;
+    bool cancelled = false;
 };
 
 class forward {

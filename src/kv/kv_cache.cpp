@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/arena.h"
+#include "core/error.h"
 
 namespace magnetar::kv {
 
@@ -53,6 +54,18 @@ cache::cache(backend::backend& be, const hparams& hp, int64_t n_ctx, bool with_m
     buffer_ = be_.alloc_buffer(probe.peak());
     arena real(buffer_, probe.peak());
     layout(real, hp, n_ctx, with_mtp, layers_, mtp_prev_hc_, usage_);
+    for (const layer_state& s : layers_) {
+        small_.push_back(s.raw);
+        if (s.ratio == 0) continue;
+        small_.push_back(s.comp_kv);
+        small_.push_back(s.comp_score);
+        if (s.ratio == 4) {
+            small_.push_back(s.idx_kv);
+            small_.push_back(s.idx_score);
+        }
+    }
+    if (mtp_prev_hc_) small_.push_back(mtp_prev_hc_);
+    for (const tensor& t : small_) small_floats_ += static_cast<uint64_t>(t.n_elements());
     clear();
 }
 
@@ -75,6 +88,39 @@ void cache::clear() {
         }
     }
     if (mtp_prev_hc_) be_.fill(mtp_prev_hc_, 0.0f);
+}
+
+void cache::clear_small() {
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    for (layer_state& s : layers_) {
+        be_.fill(s.raw, 0.0f);
+        if (s.ratio == 0) continue;
+        be_.fill(s.comp_kv, 0.0f);
+        be_.fill(s.comp_score, neg_inf);
+        if (s.ratio == 4) {
+            be_.fill(s.idx_kv, 0.0f);
+            be_.fill(s.idx_score, neg_inf);
+        }
+    }
+    if (mtp_prev_hc_) be_.fill(mtp_prev_hc_, 0.0f);
+}
+
+void cache::save_small(std::vector<float>& out) const {
+    out.resize(small_floats_);
+    float* p = out.data();
+    for (const tensor& t : small_) {
+        be_.download(t, p);
+        p += t.n_elements();
+    }
+}
+
+void cache::load_small(const std::vector<float>& in) {
+    MAGNETAR_ASSERT(in.size() == small_floats_, "load_small: state of another cache shape");
+    const float* p = in.data();
+    for (const tensor& t : small_) {
+        be_.upload(t, p);
+        p += t.n_elements();
+    }
 }
 
 }  // namespace magnetar::kv

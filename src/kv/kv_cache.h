@@ -48,6 +48,17 @@ class cache {
 
     // Empty timeline: rows zeroed, frontier scores -inf, values 0.
     void clear();
+    // Empty timeline without touching the growing rows: they are append-only and only rows
+    // below floor(n_past / ratio) are ever read, so stale rows past that are harmless.
+    void clear_small();
+
+    // The small state: everything overwritten as tokens arrive (raw rings, compressor
+    // frontiers, the MTP HC state), in a fixed order. Together with the append-only growing
+    // rows it is the whole timeline state, so a host copy of it taken at position p restores
+    // position p as long as the rows below p have not been rewritten (they never are).
+    uint64_t small_floats() const { return small_floats_; }
+    void save_small(std::vector<float>& out) const;
+    void load_small(const std::vector<float>& in);
 
     int64_t n_ctx() const { return n_ctx_; }
     // Layer il < n_layer, or the MTP block at il == n_layer.
@@ -65,6 +76,8 @@ class cache {
     std::vector<layer_state> layers_;
     tensor mtp_prev_hc_;
     usage usage_;
+    std::vector<tensor> small_;
+    uint64_t small_floats_ = 0;
 };
 
 }  // namespace magnetar::kv

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "sampling/sampler.h"
+#include "magnetar/sampler.h"
 
 namespace magnetar {
 

@@ -3,7 +3,7 @@
 // Precision: weights w = exp((l - l_max) / T) are float; the sums (P, the kept mass, the draw
 // r) are double. The min-p test compares w against min_p directly: w_0 = exp(0) = 1 exactly,
 // so "w_c / P < (w_0 / P) * min_p" of the spec is the same test without the division noise.
-#include "sampling/sampler.h"
+#include "magnetar/sampler.h"
 
 #include <algorithm>
 #include <atomic>

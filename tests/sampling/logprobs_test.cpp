@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "sampling/sampler.h"
+#include "magnetar/sampler.h"
 
 namespace magnetar {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <set>
 
-#include "sampling/sampler.h"
+#include "magnetar/sampler.h"
 
 namespace magnetar {
 namespace {

@@ -1,7 +1,7 @@
 // The sampler (protocol §4.2): greedy, each filter alone and combined on hand-made logits,
 // walk order, degenerate inputs, non-finite logits, a statistical check, reproducibility, and
 // a full-size vocabulary against a slow reference written straight from the spec.
-#include "sampling/sampler.h"
+#include "magnetar/sampler.h"
 
 #include <gtest/gtest.h>
 

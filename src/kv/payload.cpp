@@ -1,0 +1,228 @@
+#include "kv/payload.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/format.h"
+
+namespace magnetar::kv {
+
+namespace {
+
+// Rows moved per backend transfer: bounds the host buffer whatever the context.
+constexpr int64_t k_rows_per_piece = 1024;
+
+uint32_t raw_rows_of(const hparams& hp, int64_t n) {
+    return static_cast<uint32_t>(std::min<int64_t>(n, hp.n_swa));
+}
+
+class writer {
+  public:
+    explicit writer(const byte_sink& sink) : sink_(sink) {}
+    void bytes(const void* p, size_t n) {
+        if (n == 0) return;
+        if (!sink_(p, n)) throw Error("session payload: write failed");
+        written_ += n;
+    }
+    void u32(uint32_t v) { bytes(&v, 4); }
+    // Rows [r0, r0 + n) of a backend tensor, in pieces.
+    void rows(backend::backend& be, const tensor& t, int64_t r0, int64_t n) {
+        for (int64_t done = 0; done < n;) {
+            const int64_t k = std::min(k_rows_per_piece, n - done);
+            const tensor v = view_rows(t, r0 + done, k);
+            buf_.resize(static_cast<size_t>(v.n_elements()));
+            be.download(v, buf_.data());
+            bytes(buf_.data(), buf_.size() * sizeof(float));
+            done += k;
+        }
+    }
+    void whole(backend::backend& be, const tensor& t) { rows(be, t, 0, t.ne[1]); }
+    uint64_t written() const { return written_; }
+
+  private:
+    const byte_sink& sink_;
+    std::vector<float> buf_;
+    uint64_t written_ = 0;
+};
+
+class reader {
+  public:
+    reader(const byte_source& source, uint64_t size) : source_(source), left_(size) {}
+    void bytes(void* p, size_t n, const char* what) {
+        if (n > left_)
+            throw Error(strfmt("session payload: truncated in %s (%zu bytes needed, %llu left)",
+                               what, n, static_cast<unsigned long long>(left_)));
+        if (n > 0 && !source_(p, n))
+            throw Error(strfmt("session payload: read failed in %s", what));
+        left_ -= n;
+    }
+    uint32_t u32(const char* what) {
+        uint32_t v = 0;
+        bytes(&v, 4, what);
+        return v;
+    }
+    void rows(backend::backend& be, const tensor& t, int64_t r0, int64_t n, const char* what) {
+        for (int64_t done = 0; done < n;) {
+            const int64_t k = std::min(k_rows_per_piece, n - done);
+            const tensor v = view_rows(t, r0 + done, k);
+            buf_.resize(static_cast<size_t>(v.n_elements()));
+            bytes(buf_.data(), buf_.size() * sizeof(float), what);
+            be.upload(v, buf_.data());
+            done += k;
+        }
+    }
+    void whole(backend::backend& be, const tensor& t, const char* what) {
+        rows(be, t, 0, t.ne[1], what);
+    }
+    uint64_t left() const { return left_; }
+
+  private:
+    const byte_source& source_;
+    uint64_t left_;
+    std::vector<float> buf_;
+};
+
+}  // namespace
+
+uint64_t payload_size(const hparams& hp, int64_t n) {
+    const uint64_t hd = hp.n_head_dim;
+    const uint64_t id = hp.n_indexer_head_dim;
+    const uint64_t un = static_cast<uint64_t>(n);
+    uint64_t b = 4ull * k_payload_fields + 4ull * un + 4ull * hp.n_vocab + 8ull * hp.n_layer;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        b += 4ull * raw_rows_of(hp, n) * hd;
+        const uint32_t r = hp.compress_ratio(il);
+        if (r == 0) continue;
+        const uint64_t c = hparams::coff(r);
+        b += 4ull * (un / r) * hd + 2ull * 4ull * (c * r) * (c * hd);
+        if (r == 4) b += 4ull * (un / 4) * id + 2ull * 4ull * 8ull * (2ull * id);
+    }
+    return b;
+}
+
+void write_payload(backend::backend& be, const hparams& hp, const cache& c, int64_t chunk,
+                   std::span<const int32_t> tokens, std::span<const float> logits,
+                   const byte_sink& sink) {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    MAGNETAR_ASSERT(logits.size() == hp.n_vocab, "write_payload: logits row of the wrong size");
+    cache& cc = const_cast<cache&>(c);  // layer() is not const; nothing is modified
+    const int64_t raw_cap = cc.layer(0).raw.ne[1];
+    const uint32_t w = raw_rows_of(hp, n);
+    writer out(sink);
+    const uint32_t fields[k_payload_fields] = {
+        k_payload_magic,
+        k_payload_version,
+        static_cast<uint32_t>(c.n_ctx()),
+        static_cast<uint32_t>(chunk),
+        static_cast<uint32_t>(raw_cap),
+        static_cast<uint32_t>(std::min<int64_t>(hp.n_swa, c.n_ctx())),
+        static_cast<uint32_t>(c.n_ctx() / 4),
+        static_cast<uint32_t>(n),
+        hp.n_layer,
+        hp.n_head_dim,
+        hp.n_indexer_head_dim,
+        hp.n_vocab,
+        w,
+    };
+    for (uint32_t f : fields) out.u32(f);
+    out.bytes(tokens.data(), tokens.size() * sizeof(int32_t));
+    out.bytes(logits.data(), logits.size() * sizeof(float));
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const uint32_t r = hp.compress_ratio(il);
+        out.u32(r ? static_cast<uint32_t>(n / r) : 0u);
+    }
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        out.u32(hp.compress_ratio(il) == 4 ? static_cast<uint32_t>(n / 4) : 0u);
+    }
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const layer_state& s = cc.layer(il);
+        // Raw rows in logical order: position p lives in ring slot p mod raw_cap.
+        for (int64_t p = n - w; p < n; ++p) out.rows(be, s.raw, p % raw_cap, 1);
+        if (s.ratio == 0) continue;
+        out.rows(be, s.comp_rows, 0, n / s.ratio);
+        out.whole(be, s.comp_kv);
+        out.whole(be, s.comp_score);
+        if (s.ratio == 4) {
+            out.rows(be, s.idx_rows, 0, n / 4);
+            out.whole(be, s.idx_kv);
+            out.whole(be, s.idx_score);
+        }
+    }
+    MAGNETAR_ASSERT(out.written() == payload_size(hp, n), "write_payload: size mismatch");
+}
+
+void read_payload(backend::backend& be, const hparams& hp, cache& c, const byte_source& source,
+                  uint64_t size, std::vector<int32_t>* tokens, std::vector<float>* logits) {
+    reader in(source, size);
+    uint32_t f[k_payload_fields];
+    static const char* const names[k_payload_fields] = {
+        "magic",        "version",    "context",        "prefill chunk", "raw ring capacity",
+        "raw window",   "compressed capacity", "token count", "layer count", "head dim",
+        "indexer head dim", "vocabulary", "raw rows"};
+    for (int i = 0; i < k_payload_fields; ++i) f[i] = in.u32(names[i]);
+    auto expect = [&](int i, uint64_t want) {
+        if (f[i] != want)
+            throw Error(strfmt("session payload: %s is %u, expected %llu", names[i], f[i],
+                               static_cast<unsigned long long>(want)));
+    };
+    expect(0, k_payload_magic);
+    expect(1, k_payload_version);
+    expect(8, hp.n_layer);
+    expect(9, hp.n_head_dim);
+    expect(10, hp.n_indexer_head_dim);
+    expect(11, hp.n_vocab);
+    const int64_t n = f[7];
+    if (f[2] > c.n_ctx() || n > c.n_ctx() || n < 1)
+        throw Error(strfmt("session payload: %lld tokens of a %u-token context do not fit a "
+                           "session of %lld",
+                           static_cast<long long>(n), f[2], static_cast<long long>(c.n_ctx())));
+    expect(5, std::min<int64_t>(hp.n_swa, f[2]));
+    expect(12, raw_rows_of(hp, n));
+    const uint64_t want = payload_size(hp, n);
+    if (size != want)
+        throw Error(strfmt("session payload: %llu bytes, expected %llu for %lld tokens",
+                           static_cast<unsigned long long>(size),
+                           static_cast<unsigned long long>(want), static_cast<long long>(n)));
+
+    tokens->resize(static_cast<size_t>(n));
+    in.bytes(tokens->data(), tokens->size() * sizeof(int32_t), "token ids");
+    for (size_t i = 0; i < tokens->size(); ++i) {
+        if ((*tokens)[i] < 0 || static_cast<uint32_t>((*tokens)[i]) >= hp.n_vocab)
+            throw Error(strfmt("session payload: token %zu has id %d, outside the vocabulary",
+                               i, (*tokens)[i]));
+    }
+    logits->resize(hp.n_vocab);
+    in.bytes(logits->data(), logits->size() * sizeof(float), "logits");
+    for (int pass = 0; pass < 2; ++pass) {
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            const uint32_t r = hp.compress_ratio(il);
+            const uint32_t got = in.u32(pass == 0 ? "compressed-row counts" : "indexer-row counts");
+            const uint32_t exp =
+                pass == 0 ? (r ? static_cast<uint32_t>(n / r) : 0u)
+                          : (r == 4 ? static_cast<uint32_t>(n / 4) : 0u);
+            if (got != exp)
+                throw Error(strfmt("session payload: layer %u has %u %s rows, expected %u", il,
+                                   got, pass == 0 ? "compressed" : "indexer", exp));
+        }
+    }
+    c.clear_small();
+    const int64_t raw_cap = c.layer(0).raw.ne[1];
+    const int64_t w = raw_rows_of(hp, n);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        layer_state& s = c.layer(il);
+        for (int64_t p = n - w; p < n; ++p) in.rows(be, s.raw, p % raw_cap, 1, "raw rows");
+        if (s.ratio == 0) continue;
+        in.rows(be, s.comp_rows, 0, n / s.ratio, "compressed rows");
+        in.whole(be, s.comp_kv, "compressor frontier");
+        in.whole(be, s.comp_score, "compressor frontier");
+        if (s.ratio == 4) {
+            in.rows(be, s.idx_rows, 0, n / 4, "indexer rows");
+            in.whole(be, s.idx_kv, "indexer frontier");
+            in.whole(be, s.idx_score, "indexer frontier");
+        }
+    }
+    MAGNETAR_ASSERT(in.left() == 0, "read_payload: bytes left after the last layer");
+}
+
+}  // namespace magnetar::kv
