@@ -1,0 +1,230 @@
+#include "kvstore/kv_store.h"
+
+#include <dirent.h>
+#include <openssl/sha.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/format.h"
+#include "gguf/gguf.h"
+
+namespace magnetar::kvstore {
+
+model_identity identity_of_model(const std::string& gguf_path) {
+    const std::unique_ptr<gguf::reader> r = gguf::reader::open(gguf_path);
+    std::string canon;
+    if (const gguf::value* v = r->find("general.name")) canon += v->s;
+    canon += '\n';
+    model_identity id;
+    for (const gguf::tensor_info& t : r->tensors()) {
+        canon += t.name;
+        for (uint32_t d = 0; d < t.n_dims; ++d) canon += strfmt(" %lld", static_cast<long long>(t.ne[d]));
+        canon += '\n';
+        if (t.name.find("ffn_gate_exps") != std::string::npos)
+            id.quant_bits = t.type == ggml_type::Q4_K ? 4 : 2;
+    }
+    for (const char* name : {"token_embd.weight", "output.weight"}) {
+        if (const gguf::tensor_info* t = r->find_tensor(name)) {
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(t->n_bytes, 64u << 10));
+            canon.append(reinterpret_cast<const char*>(r->tensor_data(*t)), n);
+        }
+    }
+    uint8_t d[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(canon.data()), canon.size(), d);
+    std::memcpy(&id.fingerprint, d, 8);
+    return id;
+}
+
+double eviction_score(const file_info& e, uint64_t now) {
+    const uint64_t t = e.header.last_used ? e.header.last_used : e.header.created;
+    double hits = 0;
+    if (t != 0 && now != 0) {
+        const double age = static_cast<double>(now) - static_cast<double>(t);
+        hits = e.header.hits * std::pow(2.0, -age / 21600.0);
+        if (hits < 0.01) hits = 0;
+    }
+    return (hits + 1.0) * e.header.tokens / static_cast<double>(std::max<uint64_t>(e.file_size, 1));
+}
+
+store::store(store_options opts, model_identity id, log_fn log)
+    : opts_(std::move(opts)), id_(id), log_(std::move(log)) {
+    if (opts_.dir.empty()) throw Error("kv store: no directory given");
+    if (::mkdir(opts_.dir.c_str(), 0700) != 0 && errno != EEXIST)
+        throw Error(strfmt("kv store: cannot create %s: %s", opts_.dir.c_str(), std::strerror(errno)));
+    scan();
+    enforce_budget();
+}
+
+void store::log(const std::string& line) const {
+    if (log_) log_(line);
+}
+
+void store::scan() {
+    index_.clear();
+    DIR* d = ::opendir(opts_.dir.c_str());
+    if (!d) throw Error(strfmt("kv store: cannot read %s: %s", opts_.dir.c_str(), std::strerror(errno)));
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) {
+        const std::string path = opts_.dir + "/" + n;
+        if (n.size() > 48 && n.compare(40, 8, ".kv.tmp.") == 0) {
+            // A write that never finished (crash, kill): never valid.
+            ::unlink(path.c_str());
+            log("kv store: removed unfinished write " + n);
+            continue;
+        }
+        if (n.size() != 43 || n.compare(40, 3, ".kv") != 0 ||
+            n.find_first_not_of("0123456789abcdef") != 40)
+            continue;  // not ours
+        file_info fi;
+        const status st = inspect_file(path, &fi);
+        if (!st.ok()) {
+            ::unlink(path.c_str());
+            log("kv store: removed invalid file: " + st.message());
+            continue;
+        }
+        if (fi.fingerprint != id_.fingerprint) {
+            ::unlink(path.c_str());
+            log("kv store: removed " + n + ": written for another model");
+            continue;
+        }
+        index_[path] = fi;
+    }
+}
+
+std::vector<file_info> store::entries() const {
+    std::vector<file_info> out;
+    for (const auto& [p, fi] : index_) out.push_back(fi);
+    return out;
+}
+
+uint64_t store::total_bytes() const {
+    uint64_t b = 0;
+    for (const auto& [p, fi] : index_) b += fi.file_size;
+    return b;
+}
+
+bool store::remove(const std::string& path, const std::string& why) {
+    const auto it = index_.find(path);
+    if (it == index_.end()) return false;
+    ::unlink(path.c_str());
+    log("kv store: removed " + it->second.name + ".kv (" + why + ")");
+    index_.erase(it);
+    return true;
+}
+
+void store::enforce_budget(const std::string& protect) {
+    const uint64_t now = unix_now();
+    while (total_bytes() > opts_.budget_bytes && !index_.empty()) {
+        const file_info* victim = nullptr;
+        double vs = 0;
+        for (const auto& [p, fi] : index_) {
+            if (p == protect && index_.size() > 1) continue;
+            const double s = eviction_score(fi, now);
+            const uint64_t t = fi.header.last_used ? fi.header.last_used : fi.header.created;
+            const uint64_t vt = victim ? (victim->header.last_used ? victim->header.last_used
+                                                                   : victim->header.created)
+                                       : 0;
+            if (!victim || s < vs || (s == vs && t < vt)) {
+                victim = &fi;
+                vs = s;
+            }
+        }
+        if (!victim) break;
+        remove(victim->path, "over the disk budget");
+    }
+}
+
+bool store::save(const Session& session, std::string_view key_text, save_reason reason,
+                 uint8_t key_flags, const tool_map* tools) {
+    const int64_t n = session.n_past();
+    if (n < static_cast<int64_t>(opts_.min_tokens)) {
+        log(strfmt("kv store: not saving %lld tokens (minimum %u)", static_cast<long long>(n),
+                   opts_.min_tokens));
+        return false;
+    }
+    uint64_t size = k_header_bytes + 4 + key_text.size() + session.payload_size() + k_integrity_bytes;
+    if (tools)
+        for (const auto& [a, b] : *tools) size += 8 + a.size() + b.size();
+    if (size + (size + 99) / 100 > opts_.budget_bytes) {
+        log(strfmt("kv store: not saving %llu bytes (budget %llu)",
+                   static_cast<unsigned long long>(size),
+                   static_cast<unsigned long long>(opts_.budget_bytes)));
+        return false;
+    }
+    write_request req;
+    req.key_text = key_text;
+    req.reason = reason;
+    req.key_flags = key_flags;
+    req.tools = tools;
+    std::string path;
+    const status st = write_file(opts_.dir, session, id_, req, &path);
+    if (!st.ok()) {
+        log("kv store: save failed: " + st.message());
+        return false;
+    }
+    file_info fi;
+    const status si = inspect_file(path, &fi);
+    if (!si.ok()) {
+        ::unlink(path.c_str());
+        index_.erase(path);
+        log("kv store: saved file does not read back: " + si.message());
+        return false;
+    }
+    index_[path] = fi;
+    log(strfmt("kv store: saved %lld tokens (%s, %llu bytes) as %s.kv", static_cast<long long>(n),
+               reason_name(reason), static_cast<unsigned long long>(fi.file_size), fi.name.c_str()));
+    enforce_budget(path);
+    return true;
+}
+
+bool store::load_longest_prefix(std::string_view text, Session& session, hit* out) {
+    std::vector<const file_info*> cands;
+    for (const auto& [p, fi] : index_) {
+        if (fi.text_len > text.size() || fi.header.tokens < opts_.min_tokens) continue;
+        if (fi.header.ctx > session.n_ctx() || fi.header.tokens >= session.n_ctx()) continue;
+        if (opts_.reject_different_quant && fi.header.quant_bits != id_.quant_bits) continue;
+        cands.push_back(&fi);
+    }
+    std::sort(cands.begin(), cands.end(), [](const file_info* a, const file_info* b) {
+        if (a->text_len != b->text_len) return a->text_len > b->text_len;
+        return a->header.tokens > b->header.tokens;
+    });
+    std::vector<std::string> failed;
+    bool loaded = false;
+    for (const file_info* fi : cands) {
+        if (sha1_hex(text.substr(0, fi->text_len)) != fi->name) continue;
+        hit h;
+        const status st = load_file(fi->path, session, id_, &h.key_text, &h.tools);
+        if (!st.ok()) {
+            failed.push_back(fi->path);
+            log("kv store: cannot load: " + st.message());
+            if (st.code() == status_code::bad_payload) continue;
+            continue;
+        }
+        if (text.substr(0, h.key_text.size()) != h.key_text) {  // SHA-1 collision guard
+            session.reset();
+            continue;
+        }
+        h.path = fi->path;
+        h.tokens = fi->header.tokens;
+        touch_file(fi->path);
+        file_info updated;
+        if (inspect_file(fi->path, &updated).ok()) index_[fi->path] = updated;
+        if (out) *out = std::move(h);
+        loaded = true;
+        break;
+    }
+    for (const std::string& p : failed) remove(p, "failed to load");
+    return loaded;
+}
+
+}  // namespace magnetar::kvstore

@@ -1,0 +1,85 @@
+// The disk KV cache directory (protocol §6.5–§6.8): an index of the valid files rebuilt from the
+// directory at start, lookup of the longest stored prefix of a rendered prompt, saving with the
+// budget check, and eviction by score under the byte budget.
+//
+// Every file that fails a check (header, size, name, checksum, model, payload) is logged and
+// removed, never loaded. Single-process: the index is kept in memory and updated by this
+// object's own saves, loads and removals.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvstore/kv_file.h"
+#include "magnetar/engine.h"
+
+namespace magnetar::kvstore {
+
+struct store_options {
+    std::string dir;
+    uint64_t budget_bytes = 4096ull << 20;  // --kv-disk-space-mb (default 4096 MiB)
+    uint32_t min_tokens = 512;              // --kv-cache-min-tokens
+    bool reject_different_quant = false;    // --kv-cache-reject-different-quant
+};
+
+using log_fn = std::function<void(const std::string& line)>;
+
+// The identity files are checked against: a fingerprint of the model's architecture (tensor
+// names and shapes, general.name) and of the first bytes of its embedding and output weights
+// (equal for requantized variants of one model), and the routed experts' bits (4 iff the
+// gate experts are Q4_K).
+model_identity identity_of_model(const std::string& gguf_path);
+
+// Score of protocol §6.7: (effective hits + 1) * tokens / file size, hits decaying with a
+// six-hour half-life since last use.
+double eviction_score(const file_info& e, uint64_t now);
+
+class store {
+  public:
+    // Creates the directory (mode 0700) if needed, removes stale temp files, indexes the valid
+    // files (removing invalid ones) and enforces the budget. Throws magnetar::Error when the
+    // directory cannot be created or read.
+    store(store_options opts, model_identity id, log_fn log = {});
+
+    struct hit {
+        std::string path;
+        std::string key_text;  // the stored prefix of the prompt
+        uint32_t tokens = 0;
+        tool_map tools;
+    };
+    // Longest stored key text that is a byte prefix of `text` (ties: more tokens), loaded into
+    // `session`. Candidates that fail to load are removed and the next one is tried. False when
+    // nothing usable is stored; `session` is then unchanged unless a candidate failed (it is
+    // then empty).
+    bool load_longest_prefix(std::string_view text, Session& session, hit* out);
+
+    // Saves the session's timeline under key_text. Skipped (returns false, logs why) below
+    // min_tokens or when the file would not fit the budget; true when written.
+    bool save(const Session& session, std::string_view key_text, save_reason reason,
+              uint8_t key_flags = 0, const tool_map* tools = nullptr);
+
+    // Removes one entry by path; false when it is not indexed.
+    bool remove(const std::string& path, const std::string& why);
+
+    std::vector<file_info> entries() const;
+    uint64_t total_bytes() const;
+    const store_options& options() const { return opts_; }
+    // Deletes the lowest-scoring entries until the total fits the budget; `protect` (a path)
+    // goes last.
+    void enforce_budget(const std::string& protect = {});
+
+  private:
+    void log(const std::string& line) const;
+    void scan();
+
+    store_options opts_;
+    model_identity id_;
+    log_fn log_;
+    std::map<std::string, file_info> index_;  // by path
+};
+
+}  // namespace magnetar::kvstore
