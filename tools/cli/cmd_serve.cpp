@@ -1,0 +1,130 @@
+// `magnetar serve`: the OpenAI- and Anthropic-compatible HTTP server (tools/server,
+// docs/server.md). This file only parses the flags, loads the engine and waits for a signal.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/common.h"
+#include "magnetar/engine.h"
+#include "server/server.h"
+
+namespace magnetar::cli {
+
+namespace {
+
+struct args {
+    std::string model;
+    int threads = 0;
+    server::server_options srv;
+    double max_body_mb = 64;
+};
+
+int serve(args& a) {
+    // Signals are taken by sigwait below, never by a handler on a random thread.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (a.srv.host == "localhost") a.srv.host = "127.0.0.1";
+    if (a.srv.disk.cold_max_tokens != 0 && a.srv.disk.cold_max_tokens < a.srv.disk.min_tokens)
+        throw std::runtime_error("--kv-cache-cold-max-tokens must be 0 or at least "
+                                 "--kv-cache-min-tokens");
+    a.srv.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
+    engine_options eo;
+    eo.model_path = resolve_model_path(a.model);
+    eo.n_threads = a.threads;
+    std::unique_ptr<Engine> engine;
+    const status st = Engine::load(eo, &engine);
+    if (!st.ok()) throw std::runtime_error(st.message());
+
+    server::server srv(*engine, a.srv);
+    if (!srv.start()) {
+        throw std::runtime_error("cannot listen on " + a.srv.host + ":" +
+                                 std::to_string(a.srv.port));
+    }
+    std::fprintf(stderr, "magnetar serve: %s on http://%s:%d (context %lld tokens)\n",
+                 eo.model_path.c_str(), a.srv.host.c_str(), srv.port(),
+                 static_cast<long long>(a.srv.n_ctx));
+    std::printf("listening on port %d\n", srv.port());
+    std::fflush(stdout);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "magnetar serve: signal %d, stopping\n", sig);
+    srv.stop();
+    return 0;
+}
+
+action setup(CLI::App& sub) {
+    auto a = std::make_shared<args>();
+    sub.add_option("-m,--model", a->model,
+                   "Model GGUF (default: $MAGNETAR_MODEL or models/magnetar-tiny.gguf)");
+    sub.add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
+    sub.add_option("-c,--ctx", a->srv.n_ctx, "Context size of the live session (tokens)")
+        ->capture_default_str();
+    sub.add_option("-n,--tokens", a->srv.default_max_tokens,
+                   "Output limit when a request gives none (capped by the context)")
+        ->capture_default_str();
+    sub.add_option("--host", a->srv.host, "Bind address (localhost = 127.0.0.1)")
+        ->capture_default_str();
+    sub.add_option("--port", a->srv.port, "Port (0: any free port)")->capture_default_str();
+    sub.add_option("--api-key", a->srv.api_key,
+                   "Require this key (Authorization: Bearer KEY or x-api-key: KEY)")
+        ->envname("MAGNETAR_API_KEY");
+    sub.add_flag("--cors", a->srv.cors, "Add Access-Control-Allow-* headers to every response");
+    sub.add_option("--queue", a->srv.queue_size,
+                   "Requests that may wait for the worker; more get 503 + Retry-After")
+        ->capture_default_str();
+    sub.add_option("--http-threads", a->srv.http_threads,
+                   "HTTP connection threads (default: queue + 16)");
+    sub.add_option("--max-body-mb", a->max_body_mb, "Request body limit in MiB (413 above)")
+        ->capture_default_str();
+    sub.add_option("--model-id", a->srv.model_id, "Model id reported by /v1/models")
+        ->capture_default_str();
+    sub.add_flag("!--disable-exact-dsml-tool-replay", a->srv.exact_replay,
+                 "Render tool-call history canonically instead of replaying sampled DSML");
+    sub.add_option("--tool-memory-max-ids", a->srv.replay_max_ids,
+                   "Tool ids remembered for exact DSML replay")
+        ->capture_default_str();
+    server::disk_cache_options& d = a->srv.disk;
+    sub.add_option("--kv-disk-dir", d.dir,
+                   "Disk KV cache directory: long prefixes survive session switches and restarts "
+                   "(docs/kvcache.md)");
+    sub.add_option("--kv-disk-space-mb", d.space_mb, "Disk KV cache budget (MiB)")
+        ->capture_default_str();
+    sub.add_option("--kv-cache-min-tokens", d.min_tokens, "Never save or load shorter prefixes")
+        ->capture_default_str();
+    sub.add_option("--kv-cache-cold-max-tokens", d.cold_max_tokens,
+                   "Cold saves for prompts of min..N tokens (0: none)")
+        ->capture_default_str();
+    sub.add_option("--kv-cache-continued-interval-tokens", d.continued_interval,
+                   "Spacing of continued saves while prefilling (0: none)")
+        ->capture_default_str();
+    sub.add_option("--kv-cache-boundary-trim-tokens", d.boundary_trim,
+                   "Tail tokens trimmed before a cold save")
+        ->capture_default_str();
+    sub.add_option("--kv-cache-boundary-align-tokens", d.boundary_align,
+                   "Alignment of cold / continued save boundaries (0: none)")
+        ->capture_default_str();
+    sub.add_flag("--kv-cache-reject-different-quant", d.reject_different_quant,
+                 "Load only files written with the same routed-expert quantization");
+    sub.add_flag("--test-hooks", a->srv.test_hooks,
+                 "TESTS ONLY: honour the request field x_magnetar_forced_output (the generated "
+                 "text is that string)");
+    sub.footer("Endpoints: /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, "
+               "/v1/messages/count_tokens, /v1/models, /health, /metrics. See docs/server.md.");
+    return [a]() { return serve(*a); };
+}
+
+}  // namespace
+
+MAGNETAR_COMMAND(serve, "serve", "OpenAI- and Anthropic-compatible HTTP server", setup);
+
+}  // namespace magnetar::cli

@@ -1,0 +1,411 @@
+// Shared pieces of the HTTP front end: see http_util.h.
+#include "server/http_util.h"
+
+#include <dirent.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "tokenizer/tokenizer.h"
+
+namespace magnetar::server {
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+std::string error_body(api_style style, const api_error& e) {
+    json err = json::object();
+    if (style == api_style::anthropic) {
+        std::string type = e.type;
+        if (e.status == 401) type = "authentication_error";
+        if (e.status == 404) type = "not_found_error";
+        if (e.status == 413) type = "request_too_large";
+        if (e.status == 429) type = "rate_limit_error";
+        if (e.status == 503) type = "overloaded_error";
+        if (e.status >= 500 && e.status != 503) type = "api_error";
+        err["type"] = type;
+        err["message"] = e.what();
+        for (auto& [k, v] : e.extra.items()) err[k] = v;
+        json body = json::object();
+        body["type"] = "error";
+        body["error"] = std::move(err);
+        return body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    }
+    err["message"] = e.what();
+    err["type"] = e.type;
+    err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+    err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+    for (auto& [k, v] : e.extra.items()) err[k] = v;
+    json body = json::object();
+    body["error"] = std::move(err);
+    return body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+void send_error(httplib::Response& res, api_style style, const api_error& e) {
+    res.status = e.status;
+    if (e.status == 503) res.set_header("Retry-After", "1");
+    res.set_content(error_body(style, e), "application/json");
+}
+
+api_error context_error(int64_t n_prompt, int64_t n_ctx, const char* param) {
+    api_error e(400, "Prompt has " + std::to_string(n_prompt) +
+                         " tokens, but the configured context size is " + std::to_string(n_ctx) +
+                         " tokens");
+    e.param = param;
+    e.code = "context_length_exceeded";
+    e.extra["n_prompt_tokens"] = n_prompt;
+    e.extra["n_ctx"] = n_ctx;
+    return e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON fields
+// ---------------------------------------------------------------------------------------------
+
+json parse_body(const std::string& body) {
+    // Nesting limit before parsing: deep nesting would recurse in the serialisers.
+    int depth = 0;
+    bool in_str = false, esc = false;
+    for (char c : body) {
+        if (in_str) {
+            if (esc) esc = false;
+            else if (c == '\\') esc = true;
+            else if (c == '"') in_str = false;
+            continue;
+        }
+        if (c == '"') in_str = true;
+        else if (c == '{' || c == '[') {
+            if (++depth > 256) throw api_error(400, "invalid JSON request: nesting deeper than 256");
+        } else if (c == '}' || c == ']') {
+            --depth;
+        }
+    }
+    json v = json::parse(body, nullptr, false);
+    if (v.is_discarded()) throw api_error(400, "invalid JSON request");
+    if (!v.is_object()) throw api_error(400, "invalid JSON request: the body must be an object");
+    return v;
+}
+
+namespace {
+const json* field(const json& o, const char* key) {
+    auto it = o.find(key);
+    if (it == o.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+[[noreturn]] void type_error(const char* key, const char* what) {
+    api_error e(400, std::string("invalid JSON request: '") + key + "' must be " + what);
+    e.param = key;
+    throw e;
+}
+}  // namespace
+
+std::optional<bool> opt_bool(const json& o, const char* key) {
+    const json* v = field(o, key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) type_error(key, "a boolean");
+    return v->get<bool>();
+}
+
+std::optional<double> opt_number(const json& o, const char* key) {
+    const json* v = field(o, key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) type_error(key, "a number");
+    const double d = v->get<double>();
+    if (!std::isfinite(d)) type_error(key, "a finite number");
+    return d;
+}
+
+std::optional<int64_t> opt_int(const json& o, const char* key) {
+    const json* v = field(o, key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) type_error(key, "an integer");
+    if (v->is_number_integer()) {
+        if (v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX) return INT64_MAX;
+        return v->get<int64_t>();
+    }
+    const double d = v->get<double>();
+    if (!std::isfinite(d)) type_error(key, "an integer");
+    if (d > 9.2e18) return INT64_MAX;
+    if (d < -9.2e18) return INT64_MIN;
+    return static_cast<int64_t>(d);  // truncated, as ds4 does
+}
+
+std::optional<std::string> opt_string(const json& o, const char* key) {
+    const json* v = field(o, key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) type_error(key, "a string");
+    return v->get<std::string>();
+}
+
+std::vector<std::string> string_list(const json& o, const char* key) {
+    std::vector<std::string> out;
+    const json* v = field(o, key);
+    if (!v) return out;
+    if (v->is_string()) {
+        if (!v->get_ref<const std::string&>().empty()) out.push_back(v->get<std::string>());
+        return out;
+    }
+    if (!v->is_array()) type_error(key, "a string or an array of strings");
+    for (const auto& e : *v) {
+        if (!e.is_string()) type_error(key, "a string or an array of strings");
+        if (!e.get_ref<const std::string&>().empty()) out.push_back(e.get<std::string>());
+    }
+    return out;
+}
+
+std::string content_text(const json& v, const char* what) {
+    if (v.is_null()) return {};
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_array()) {
+        std::string out;
+        for (const auto& e : v) {
+            if (e.is_string()) {
+                out += e.get<std::string>();
+            } else if (e.is_object()) {
+                auto t = e.find("text");
+                if (t != e.end() && t->is_string()) out += t->get<std::string>();
+            }
+        }
+        return out;
+    }
+    type_error(what, "a string, an array of content parts or null");
+}
+
+std::string random_hex(size_t n_bytes) {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (size_t i = 0; i < n_bytes; ++i) {
+        const auto b = static_cast<unsigned>(rng() & 0xff);
+        out += hex[b >> 4];
+        out += hex[b & 15];
+    }
+    return out;
+}
+
+int64_t unix_time() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+void read_sampling(const json& o, bool thinking, bool allow_top_k, bool allow_min_p,
+                   bool allow_seed, sampling_params* p) {
+    // Parsed (and type-checked) even when thinking overrides them.
+    const auto temperature = opt_number(o, "temperature");
+    const auto top_p = opt_number(o, "top_p");
+    const auto top_k = allow_top_k ? opt_int(o, "top_k") : std::nullopt;
+    const auto min_p = allow_min_p ? opt_number(o, "min_p") : std::nullopt;
+    const auto seed = allow_seed ? opt_int(o, "seed") : std::nullopt;
+    if (seed && *seed > 0) p->seed = static_cast<uint64_t>(*seed);
+    if (thinking) return;
+    if (temperature) p->temperature = static_cast<float>(*temperature);
+    if (top_p) p->top_p = static_cast<float>(*top_p);
+    if (top_k) p->top_k = static_cast<int32_t>(std::clamp<int64_t>(*top_k, -1, 1 << 20));
+    if (min_p) p->min_p = static_cast<float>(*min_p);
+}
+
+int64_t clamp_max_tokens(const context& ctx, std::optional<int64_t> requested,
+                         int64_t prompt_tokens) {
+    int64_t n = requested ? std::max<int64_t>(*requested, 0) : ctx.opts.default_max_tokens;
+    n = std::min(n, ctx.opts.n_ctx - prompt_tokens);
+    return std::max<int64_t>(n, 0);
+}
+
+std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& body,
+                              api_style style, const char* param) {
+    const auto n = static_cast<int64_t>(r.input.tokens.size());
+    if (n >= ctx.opts.n_ctx) throw context_error(n, ctx.opts.n_ctx, param);
+    if (ctx.opts.test_hooks) {
+        auto f = body.find("x_magnetar_forced_output");
+        if (f != body.end() && f->is_string()) r.forced_output = f->get<std::string>();
+    }
+    (void)style;
+    return std::make_shared<job>(std::move(r));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client disconnects
+// ---------------------------------------------------------------------------------------------
+
+int connection_fd(const httplib::Request& req) {
+    // cpp-httplib does not expose the socket; find it by its local and remote ports.
+    DIR* d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int found = -1;
+    while (dirent* e = readdir(d)) {
+        char* end = nullptr;
+        const long fd = std::strtol(e->d_name, &end, 10);
+        if (!end || *end != '\0' || fd < 0) continue;
+        struct stat st {};
+        if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+        sockaddr_storage local{}, peer{};
+        socklen_t ll = sizeof local, pl = sizeof peer;
+        if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+            getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
+            continue;
+        }
+        auto port_of = [](const sockaddr_storage& a) -> int {
+            if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+            if (a.ss_family == AF_INET6) {
+                return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+            }
+            return -1;
+        };
+        if (port_of(local) == req.local_port && port_of(peer) == req.remote_port) {
+            found = static_cast<int>(fd);
+            break;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+bool client_gone(int fd) {
+    if (fd < 0) return false;
+    pollfd p{fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (p.revents & POLLIN) {
+        char c;
+        const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0;
+    }
+    return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Serving a job
+// ---------------------------------------------------------------------------------------------
+
+void sse_data(std::string& out, const json& v) {
+    out += "data: ";
+    out += v.dump(-1, ' ', false, json::error_handler_t::replace);
+    out += "\n\n";
+}
+
+void sse_event(std::string& out, const char* name, const json& v) {
+    out += "event: ";
+    out += name;
+    out += "\ndata: ";
+    out += v.dump(-1, ' ', false, json::error_handler_t::replace);
+    out += "\n\n";
+}
+
+namespace {
+
+void submit_or_throw(context& ctx, const std::shared_ptr<job>& j) {
+    switch (ctx.work.submit(j)) {
+        case worker::submit_result::ok: return;
+        case worker::submit_result::queue_full:
+            throw api_error(503, "server busy: the wait queue is full, retry later",
+                            "server_error");
+        case worker::submit_result::stopping:
+            throw api_error(503, "server shutting down", "server_error");
+    }
+}
+
+api_error failure_error(const gen_result& r, const char* param) {
+    if (r.error.rfind("prompt has", 0) == 0) {
+        api_error e(400, r.error);
+        e.param = param;
+        e.code = "context_length_exceeded";
+        return e;
+    }
+    return api_error(500, r.error.empty() ? "generation failed" : r.error, "server_error");
+}
+
+}  // namespace
+
+void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res,
+               std::shared_ptr<job> j, api_style style, std::shared_ptr<stream_formatter> fmt,
+               const std::function<std::string(const gen_result&)>& complete) {
+    const int fd = connection_fd(req);
+    submit_or_throw(ctx, j);
+    using namespace std::chrono;
+    if (!fmt) {
+        std::vector<gen_event> sink;
+        for (;;) {
+            sink.clear();
+            if (j->wait(milliseconds(50), &sink)) break;
+            if (!j->cancel && client_gone(fd)) {
+                j->cancel = true;
+                ctx.stats.disconnects++;
+            }
+        }
+        const gen_result& r = j->result();
+        if (r.finish == finish_reason::cancelled) {
+            // Nobody reads this (the client left) unless the server is stopping.
+            send_error(res, style, api_error(503, r.error, "server_error"));
+            return;
+        }
+        if (r.finish == finish_reason::error && r.engine_failed_before_output) {
+            send_error(res, style, failure_error(r, "messages"));
+            return;
+        }
+        res.status = 200;
+        res.set_content(complete(r), "application/json");
+        return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    const int keepalive_s = ctx.opts.keepalive_s;
+    http_stats* stats = &ctx.stats;
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [j, fmt, fd, keepalive_s, stats](size_t, httplib::DataSink& sink) {
+            std::string out;
+            auto last_write = steady_clock::now();
+            auto flush = [&]() {
+                if (out.empty()) return true;
+                const bool ok = sink.write(out.data(), out.size());
+                out.clear();
+                last_write = steady_clock::now();
+                return ok;
+            };
+            fmt->start(out);
+            bool ok = flush();
+            std::vector<gen_event> events;
+            bool generating = false;
+            while (ok) {
+                events.clear();
+                const bool done = j->wait(milliseconds(50), &events);
+                for (const auto& e : events) {
+                    if (e.kind == gen_event::type::delta) {
+                        generating = true;
+                        fmt->delta(e.delta, out);
+                    }
+                }
+                if (done) {
+                    const gen_result& r = j->result();
+                    if (r.finish == finish_reason::error && r.engine_failed_before_output) {
+                        fmt->error(r.error, out);
+                    } else if (r.finish != finish_reason::cancelled) {
+                        fmt->finish(r, out);
+                    }
+                    ok = flush();
+                    if (ok) sink.done();
+                    return ok;
+                }
+                // SSE comments keep proxies and clients from timing out during a long
+                // prefill (or a long wait in the queue).
+                if (out.empty() && steady_clock::now() - last_write >= seconds(keepalive_s)) {
+                    out = generating ? ": keep-alive\n\n" : ": prefill\n\n";
+                }
+                ok = flush();
+                if (ok && client_gone(fd)) ok = false;
+            }
+            // The client went away: stop the generation; the job finishes on its own.
+            j->cancel = true;
+            stats->disconnects++;
+            return false;
+        });
+}
+
+}  // namespace magnetar::server

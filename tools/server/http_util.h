@@ -1,0 +1,142 @@
+// Shared pieces of the HTTP front end: server options and context, API-shaped errors, typed
+// JSON field access, client-disconnect detection and the driver that runs a job for a
+// non-streaming or SSE response.
+//
+// Owns: everything the per-API files (api_openai.cpp, api_anthropic.cpp, api_responses.cpp)
+// share. Does not own: per-API request normalisation and response shapes.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "magnetar/engine.h"
+#include "server/prompt.h"
+#include "server/worker.h"
+
+namespace magnetar::server {
+
+using json = nlohmann::ordered_json;
+
+struct server_options {
+    std::string host = "127.0.0.1";
+    int port = 8000;  // 0: any free port
+    std::string api_key;  // empty: no authentication
+    bool cors = false;
+    int64_t n_ctx = 32768;
+    int64_t default_max_tokens = 393216;
+    size_t queue_size = 64;
+    int http_threads = 0;  // 0: queue_size + 16
+    size_t max_body_bytes = size_t{64} << 20;
+    std::string model_id = "deepseek-v4-flash";
+    bool exact_replay = true;
+    size_t replay_max_ids = 100000;
+    int keepalive_s = 5;  // SSE comment interval while nothing else is sent
+    // Test hook: honours the request field "x_magnetar_forced_output" (the generated text is
+    // that string instead of sampled tokens). Off by default; for tool-call shape tests.
+    bool test_hooks = false;
+    disk_cache_options disk;  // --kv-disk-dir and the kv-cache knobs
+};
+
+// Per-endpoint HTTP counters for /metrics.
+struct http_stats {
+    std::atomic<uint64_t> requests[8] = {};  // by endpoint index (see server.cpp)
+    std::atomic<uint64_t> errors_4xx{0};
+    std::atomic<uint64_t> errors_5xx{0};
+    std::atomic<uint64_t> disconnects{0};
+};
+
+struct context {
+    const Engine& engine;
+    const tokenizer& tok;
+    special_literals lits;
+    server_options opts;
+    worker& work;
+    http_stats& stats;
+};
+
+enum class api_style { openai, anthropic };
+
+// A request that cannot be served; thrown by the handlers, formatted by the router.
+struct api_error : std::runtime_error {
+    api_error(int status, std::string message, std::string type = "invalid_request_error")
+        : std::runtime_error(message), status(status), type(std::move(type)) {}
+    int status;
+    std::string type;
+    std::string param;
+    std::string code;
+    json extra = json::object();  // extra members of the error object
+};
+
+// The error body of an API: OpenAI {"error":{...}} or Anthropic {"type":"error","error":{...}}.
+std::string error_body(api_style style, const api_error& e);
+void send_error(httplib::Response& res, api_style style, const api_error& e);
+// 400 context_length_exceeded in the API's shape.
+api_error context_error(int64_t n_prompt, int64_t n_ctx, const char* param);
+
+// Parses the body as JSON (nesting limited to 256) and requires an object.
+json parse_body(const std::string& body);
+
+// Typed optional fields: absent or null -> nullopt; wrong type -> api_error 400 naming it.
+std::optional<bool> opt_bool(const json& o, const char* key);
+std::optional<double> opt_number(const json& o, const char* key);
+std::optional<int64_t> opt_int(const json& o, const char* key);
+std::optional<std::string> opt_string(const json& o, const char* key);
+// A string, or an array of strings (empty strings dropped); absent -> empty.
+std::vector<std::string> string_list(const json& o, const char* key);
+// Text of a content value: string; array of strings / objects with "text"; null -> "".
+std::string content_text(const json& v, const char* what);
+
+std::string random_hex(size_t n_bytes);
+int64_t unix_time();
+
+// Fills sampling params from the common request fields (temperature, top_p, top_k, min_p,
+// seed) unless `thinking` (protocol §4.1: thinking modes use the defaults).
+void read_sampling(const json& o, bool thinking, bool allow_top_k, bool allow_min_p,
+                   bool allow_seed, sampling_params* p);
+
+// max_tokens after defaults and the context cap (at least 1).
+int64_t clamp_max_tokens(const context& ctx, std::optional<int64_t> requested,
+                         int64_t prompt_tokens);
+
+// Builds the job of a request; throws api_error for a context overflow.
+std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& body,
+                              api_style style, const char* param);
+
+// The socket of the connection serving `req` (-1 if not found).
+int connection_fd(const httplib::Request& req);
+// True when the peer has closed the connection.
+bool client_gone(int fd);
+
+// Per-API SSE formatting of a job.
+class stream_formatter {
+  public:
+    virtual ~stream_formatter() = default;
+    virtual void start(std::string& out) = 0;
+    virtual void delta(const chat::stream_event& e, std::string& out) = 0;
+    virtual void finish(const gen_result& r, std::string& out) = 0;
+    // SSE error event (engine failure after the headers went out).
+    virtual void error(const std::string& message, std::string& out) = 0;
+};
+
+// Submits the job (503 + Retry-After when the queue is full) and serves it: a streaming
+// response fed by `fmt`, or, without `fmt`, waits and calls `complete` for the JSON body.
+// Client disconnects cancel the job.
+void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res,
+               std::shared_ptr<job> j, api_style style,
+               std::shared_ptr<stream_formatter> fmt,
+               const std::function<std::string(const gen_result&)>& complete);
+
+// "data: <json>\n\n" / "event: <name>\ndata: <json>\n\n".
+void sse_data(std::string& out, const json& v);
+void sse_event(std::string& out, const char* name, const json& v);
+
+}  // namespace magnetar::server

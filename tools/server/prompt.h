@@ -1,0 +1,96 @@
+// Prompt construction for the server: rendering with untrusted client text, tokenization that
+// keeps client text from injecting control tokens, and the think-mode resolution of a request.
+//
+// Owns: the special-literal matcher (every literal encode_chat() recognises), masking of
+// client strings, "trusted" rendered-chat tokenization, think-mode resolution (protocol §2.1).
+// Does not own: the prompt layout (src/chat/renderer), BPE (src/tokenizer), JSON parsing of
+// requests (api_*.cpp).
+//
+// Why masking: the renderer produces one string in which template literals (<｜User｜>,
+// <think>, the DSML markers of a replayed block...) and client text are mixed. Tokenizing it
+// with encode_chat() would turn a literal typed by a user into a control token. So the request
+// is rendered twice: once as is (the text the model sees, byte for byte) and once with every
+// special literal inside client strings replaced by filler bytes of the same length. The
+// special literals of the masked render are the trusted ones; the real text is then tokenized
+// with exactly those as control tokens and everything between them as plain text. Without
+// client literals the result equals encode_chat() of the text.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "chat/message.h"
+#include "chat/renderer.h"
+
+namespace magnetar {
+class tokenizer;
+}
+
+namespace magnetar::server {
+
+// A control-token literal found at `offset` in a rendered prompt.
+struct trusted_special {
+    size_t offset = 0;
+    size_t len = 0;
+    int32_t id = -1;
+};
+
+class special_literals {
+  public:
+    explicit special_literals(const tokenizer& tok);
+
+    // The longest special literal starting at s[pos]: {id, length} or {-1, 0}.
+    std::pair<int32_t, size_t> match(std::string_view s, size_t pos) const;
+    bool contains_special(std::string_view s) const;
+    // `s` with every special literal (leftmost-longest) replaced by as many 'x' bytes.
+    std::string mask(std::string_view s) const;
+    // Every special literal of `text`, leftmost-longest, ascending.
+    std::vector<trusted_special> find(std::string_view text) const;
+
+  private:
+    // Literals grouped by first byte, longest first.
+    std::array<std::vector<std::pair<std::string, int32_t>>, 256> by_first_;
+};
+
+// A rendered prompt, its tokens and its trusted control-token positions.
+struct prompt {
+    std::string text;
+    std::vector<trusted_special> specials;
+    std::vector<int32_t> tokens;
+};
+
+// Tokenizes text[from:] with the trusted specials at or after `from` as control tokens and
+// everything else as plain text; appends to `out`.
+void encode_trusted(const tokenizer& tok, std::string_view text,
+                    const std::vector<trusted_special>& specials, size_t from,
+                    std::vector<int32_t>& out);
+
+// Renders `messages` / `tools` twice (as is, and with client strings masked) and tokenizes.
+// raw_dsml blocks (exact replay of sampled bytes) are trusted. Throws magnetar::Error when the
+// two renders disagree in length (never expected).
+prompt build_chat_prompt(const tokenizer& tok, const special_literals& lits,
+                         const std::vector<chat::message>& messages, const chat::tool_list& tools,
+                         const chat::render_options& options);
+
+// /v1/completions: BOS + (Think Max prefix) + "You are a helpful assistant" + USER + prompt +
+// ASSISTANT + <think> / </think> (protocol §2.6); the prompt text is client text.
+prompt build_completion_prompt(const tokenizer& tok, const special_literals& lits,
+                               std::string_view user_prompt, chat::think_mode mode,
+                               uint64_t n_ctx);
+
+// Think-mode resolution of protocol §2.1. Inputs are the already-typed request fields.
+struct think_request {
+    std::optional<bool> enabled;      // thinking: bool / {type} ; think: bool
+    std::optional<std::string> effort;  // reasoning_effort / output_config.effort / reasoning.effort
+    bool responses = false;           // effort "none" also disables (Responses)
+    std::string model;
+};
+// Returns nullopt for an unknown effort string.
+std::optional<chat::think_mode> resolve_think_mode(const think_request& r, uint64_t n_ctx);
+
+}  // namespace magnetar::server

@@ -1,0 +1,272 @@
+// `magnetar serve`: see server.h.
+#include "server/server.h"
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "core/error.h"
+#include "server/api.h"
+#include "tokenizer/tokenizer.h"
+
+namespace magnetar::server {
+
+namespace {
+
+// Endpoint indexes of http_stats::requests.
+enum endpoint { ep_chat, ep_completions, ep_messages, ep_count_tokens, ep_responses, ep_models,
+                ep_health, ep_metrics };
+constexpr const char* kEndpointNames[] = {"chat_completions", "completions", "messages",
+                                          "count_tokens", "responses", "models", "health",
+                                          "metrics"};
+
+api_style style_of(const std::string& path) {
+    return path.rfind("/v1/messages", 0) == 0 ? api_style::anthropic : api_style::openai;
+}
+
+// cpp-httplib listens with a backlog of 5: a burst of connections overflows it and clients
+// see resets. listen() again on the bound socket raises the backlog (Linux).
+class http_server : public httplib::Server {
+  public:
+    void raise_backlog() {
+        const socket_t fd = svr_sock_;
+        if (fd != INVALID_SOCKET) ::listen(fd, 1024);
+    }
+};
+
+}  // namespace
+
+struct server::impl {
+    impl(const Engine& e, server_options o)
+        : work(e, worker_options{o.n_ctx, o.queue_size, o.exact_replay, o.replay_max_ids, o.disk}),
+          ctx{e, *e.vocab(), special_literals(*e.vocab()), o, work, stats} {}
+
+    worker work;
+    http_stats stats;
+    context ctx;
+    http_server http;
+    std::thread listener;
+};
+
+server::server(const Engine& engine, server_options opts) {
+    if (!engine.vocab()) throw Error("serve: the model has no tokenizer");
+    if (opts.http_threads <= 0) opts.http_threads = static_cast<int>(opts.queue_size) + 16;
+    impl_ = std::make_unique<impl>(engine, std::move(opts));
+}
+
+server::~server() { stop(); }
+
+std::string server::metrics_text() const {
+    const worker_stats& w = impl_->work.stats();
+    const http_stats& h = impl_->stats;
+    std::string out;
+    char line[256];
+    auto metric = [&](const char* name, const char* type, const char* help, double v) {
+        std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help,
+                      name, type, name, v);
+        out += line;
+    };
+    out += "# HELP magnetar_requests_total HTTP requests by endpoint.\n";
+    out += "# TYPE magnetar_requests_total counter\n";
+    for (int i = 0; i < 8; ++i) {
+        std::snprintf(line, sizeof line, "magnetar_requests_total{endpoint=\"%s\"} %llu\n",
+                      kEndpointNames[i], static_cast<unsigned long long>(h.requests[i].load()));
+        out += line;
+    }
+    metric("magnetar_http_errors_4xx_total", "counter", "Responses with a 4xx status.",
+           static_cast<double>(h.errors_4xx.load()));
+    metric("magnetar_http_errors_5xx_total", "counter", "Responses with a 5xx status.",
+           static_cast<double>(h.errors_5xx.load()));
+    metric("magnetar_client_disconnects_total", "counter",
+           "Clients that went away before their response was complete.",
+           static_cast<double>(h.disconnects.load()));
+    metric("magnetar_jobs_total", "counter", "Generation jobs run by the worker.",
+           static_cast<double>(w.jobs.load()));
+    metric("magnetar_jobs_cancelled_total", "counter", "Jobs cancelled (client gone, shutdown).",
+           static_cast<double>(w.jobs_cancelled.load()));
+    metric("magnetar_jobs_failed_total", "counter", "Jobs that ended with an error.",
+           static_cast<double>(w.jobs_failed.load()));
+    metric("magnetar_prompt_tokens_total", "counter", "Prompt tokens synchronised into the session.",
+           static_cast<double>(w.prompt_tokens.load()));
+    metric("magnetar_cached_tokens_total", "counter", "Prompt tokens reused from the live KV cache.",
+           static_cast<double>(w.cached_tokens.load()));
+    metric("magnetar_prefill_tokens_total", "counter", "Prompt tokens evaluated.",
+           static_cast<double>(w.prefill_tokens.load()));
+    metric("magnetar_generated_tokens_total", "counter", "Generated tokens.",
+           static_cast<double>(w.generated_tokens.load()));
+    metric("magnetar_cache_hits_total", "counter", "Jobs that reused part of the live KV cache.",
+           static_cast<double>(w.cache_hits.load()));
+    metric("magnetar_cache_misses_total", "counter", "Jobs that reused nothing.",
+           static_cast<double>(w.cache_misses.load()));
+    metric("magnetar_disk_cache_hits_total", "counter", "Prompts resumed from a disk KV file.",
+           static_cast<double>(w.disk_hits.load()));
+    metric("magnetar_disk_cache_loaded_tokens_total", "counter",
+           "Tokens restored from disk KV files.", static_cast<double>(w.disk_loaded_tokens.load()));
+    metric("magnetar_disk_cache_saves_total", "counter", "Disk KV files written.",
+           static_cast<double>(w.disk_saves.load()));
+    const double pre_s = static_cast<double>(w.prefill_us.load()) * 1e-6;
+    const double dec_s = static_cast<double>(w.decode_us.load()) * 1e-6;
+    metric("magnetar_prefill_seconds_total", "counter", "Time spent in prompt evaluation.", pre_s);
+    metric("magnetar_decode_seconds_total", "counter", "Time spent generating.", dec_s);
+    metric("magnetar_prefill_tokens_per_second", "gauge", "Prefill speed over the server's life.",
+           pre_s > 0 ? static_cast<double>(w.prefill_tokens.load()) / pre_s : 0.0);
+    metric("magnetar_decode_tokens_per_second", "gauge", "Decode speed over the server's life.",
+           dec_s > 0 ? static_cast<double>(w.generated_tokens.load()) / dec_s : 0.0);
+    metric("magnetar_queue_depth", "gauge", "Jobs waiting for the worker.",
+           static_cast<double>(impl_->work.queue_depth()));
+    metric("magnetar_queue_rejected_total", "counter", "Requests refused with 503 (queue full).",
+           static_cast<double>(w.queue_rejected.load()));
+    metric("magnetar_busy", "gauge", "1 while the worker runs a job.",
+           static_cast<double>(w.busy.load()));
+    return out;
+}
+
+bool server::start() {
+    impl& s = *impl_;
+    http_server& http = s.http;
+    context& ctx = s.ctx;
+    const server_options& o = ctx.opts;
+    const int n_threads = o.http_threads;
+    http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+    http.set_payload_max_length(o.max_body_bytes);
+    http.set_read_timeout(30, 0);
+    http.set_write_timeout(10, 0);
+
+    const bool cors = o.cors;
+    const std::string api_key = o.api_key;
+    http.set_pre_routing_handler([cors, api_key](const httplib::Request& req,
+                                                 httplib::Response& res) {
+        if (req.method == "OPTIONS") {
+            res.status = 204;
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        const bool open = req.path == "/health" || req.path == "/";
+        if (!api_key.empty() && !open) {
+            std::string key = req.get_header_value("x-api-key");
+            const std::string auth = req.get_header_value("Authorization");
+            if (key.empty() && auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
+            if (key != api_key) {
+                send_error(res, style_of(req.path),
+                           api_error(401, "invalid or missing API key", "authentication_error"));
+                return httplib::Server::HandlerResponse::Handled;
+            }
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.set_post_routing_handler([cors, &ctx](const httplib::Request&, httplib::Response& res) {
+        if (cors) {
+            res.set_header("Access-Control-Allow-Origin", "*");
+            res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            res.set_header("Access-Control-Allow-Headers", "*");
+        }
+        if (res.status >= 500) ctx.stats.errors_5xx++;
+        else if (res.status >= 400) ctx.stats.errors_4xx++;
+    });
+    http.set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request& req,
+           httplib::Response& res) -> httplib::Server::HandlerResponse {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        const api_style st = style_of(req.path);
+        if (res.status == 404) {
+            send_error(res, st, api_error(404, "unknown endpoint", "not_found_error"));
+        } else if (res.status == 413) {
+            send_error(res, st, api_error(413, "request body too large", "invalid_request_error"));
+        } else if (res.status == 400) {
+            send_error(res, st, api_error(400, "bad HTTP request"));
+        } else {
+            const int code = res.status;
+            send_error(res, st, api_error(code, "request failed", code >= 500 ? "server_error" : "invalid_request_error"));
+        }
+        return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
+                                  std::exception_ptr ep) {
+        std::string msg = "internal error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            msg = e.what();
+        } catch (...) {
+        }
+        send_error(res, style_of(req.path), api_error(500, msg, "server_error"));
+    });
+
+    // Wraps a handler: counts it and turns api_error / magnetar::Error into error bodies.
+    auto route = [&ctx](endpoint ep, void (*fn)(context&, const httplib::Request&,
+                                                httplib::Response&)) {
+        return [&ctx, ep, fn](const httplib::Request& req, httplib::Response& res) {
+            ctx.stats.requests[ep]++;
+            const api_style st = style_of(req.path);
+            try {
+                fn(ctx, req, res);
+            } catch (const api_error& e) {
+                send_error(res, st, e);
+            } catch (const Error& e) {
+                send_error(res, st, api_error(400, e.what()));
+            } catch (const nlohmann::json::exception& e) {
+                send_error(res, st, api_error(400, std::string("invalid JSON request: ") + e.what()));
+            }
+        };
+    };
+    http.Post("/v1/chat/completions", route(ep_chat, handle_chat_completions));
+    http.Post("/v1/completions", route(ep_completions, handle_completions));
+    http.Post("/v1/messages", route(ep_messages, handle_messages));
+    http.Post("/v1/messages/count_tokens", route(ep_count_tokens, handle_count_tokens));
+    http.Post("/v1/responses", route(ep_responses, handle_responses));
+    http.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
+        ctx.stats.requests[ep_models]++;
+        json list = json::object();
+        list["object"] = "list";
+        list["data"] = json::array({model_object(ctx, ctx.opts.model_id)});
+        res.set_content(list.dump() + "\n", "application/json");
+    });
+    http.Get(R"(/v1/models/(.+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
+        ctx.stats.requests[ep_models]++;
+        const std::string id = req.matches[1];
+        if (id != ctx.opts.model_id) {
+            api_error e(404, "The model '" + id + "' does not exist", "invalid_request_error");
+            e.code = "model_not_found";
+            send_error(res, api_style::openai, e);
+            return;
+        }
+        res.set_content(model_object(ctx, id).dump() + "\n", "application/json");
+    });
+    http.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+        ctx.stats.requests[ep_health]++;
+        json h = json::object();
+        h["status"] = "ok";
+        h["model"] = ctx.opts.model_id;
+        h["queue_depth"] = ctx.work.queue_depth();
+        res.set_content(h.dump() + "\n", "application/json");
+    });
+    http.Get("/metrics", [this, &ctx](const httplib::Request&, httplib::Response& res) {
+        ctx.stats.requests[ep_metrics]++;
+        res.set_content(metrics_text(), "text/plain; version=0.0.4");
+    });
+
+    if (o.port == 0) {
+        port_ = http.bind_to_any_port(o.host);
+        if (port_ <= 0) return false;
+    } else {
+        if (!http.bind_to_port(o.host, o.port)) return false;
+        port_ = o.port;
+    }
+    http.raise_backlog();
+    s.listener = std::thread([&http] { http.listen_after_bind(); });
+    return true;
+}
+
+void server::wait() {
+    if (impl_ && impl_->listener.joinable()) impl_->listener.join();
+}
+
+void server::stop() {
+    if (!impl_) return;
+    impl_->work.stop();  // running and queued jobs end; their HTTP threads finish
+    impl_->http.stop();
+    if (impl_->listener.joinable()) impl_->listener.join();
+}
+
+}  // namespace magnetar::server

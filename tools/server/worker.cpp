@@ -1,0 +1,526 @@
+// The inference worker: see worker.h.
+#include "server/worker.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "server/syntax_tracker.h"
+#include "tokenizer/tokenizer.h"
+
+namespace magnetar::server {
+
+using clock_type = std::chrono::steady_clock;
+
+const char* finish_reason_name(finish_reason f) {
+    switch (f) {
+        case finish_reason::stop: return "stop";
+        case finish_reason::length: return "length";
+        case finish_reason::tool_calls: return "tool_calls";
+        case finish_reason::error: return "error";
+        case finish_reason::cancelled: return "cancelled";
+    }
+    return "?";
+}
+
+// ---------------------------------------------------------------------------------------------
+// job
+// ---------------------------------------------------------------------------------------------
+
+void job::push(gen_event e) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        events_.push_back(std::move(e));
+    }
+    cv_.notify_all();
+}
+
+void job::finish(gen_result r) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        result_ = std::move(r);
+    }
+    cv_.notify_all();
+}
+
+bool job::wait(std::chrono::milliseconds timeout, std::vector<gen_event>* out) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, timeout, [&] { return !events_.empty() || result_.has_value(); });
+    while (!events_.empty()) {
+        out->push_back(std::move(events_.front()));
+        events_.pop_front();
+    }
+    return result_.has_value();
+}
+
+// ---------------------------------------------------------------------------------------------
+// worker
+// ---------------------------------------------------------------------------------------------
+
+worker::worker(const Engine& engine, const worker_options& opts)
+    : engine_(engine),
+      tok_(*engine.vocab()),
+      opts_(opts),
+      replay_(chat::replay_limits{opts.replay_max_ids, size_t{512} << 20}) {
+    session_options so;
+    so.n_ctx = opts.n_ctx;
+    std::unique_ptr<Session> s;
+    const status st = engine.create_session(so, &s);
+    if (!st.ok()) throw Error("serve: cannot create the session: " + st.message());
+    session_ = std::move(s);
+    if (!opts_.disk.dir.empty()) {
+        kvstore::store_options ko;
+        ko.dir = opts_.disk.dir;
+        ko.budget_bytes = opts_.disk.space_mb << 20;
+        ko.min_tokens = static_cast<uint32_t>(std::max<int64_t>(opts_.disk.min_tokens, 1));
+        ko.reject_different_quant = opts_.disk.reject_different_quant;
+        disk_ = std::make_unique<kvstore::store>(
+            ko, kvstore::identity_of_model(engine.info().path),
+            [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    }
+    thread_ = std::thread([this] { loop(); });
+}
+
+int64_t cold_store_len(const disk_cache_options& o, int64_t n) {
+    if (n > o.min_tokens + o.boundary_trim) {
+        int64_t s = n - o.boundary_trim;
+        if (o.boundary_align > 0) s = s / o.boundary_align * o.boundary_align;
+        if (s >= o.min_tokens) return s;
+    }
+    return n;
+}
+
+int64_t continued_step(const disk_cache_options& o) {
+    if (o.continued_interval <= 0) return 0;
+    if (o.boundary_align <= 0) return o.continued_interval;
+    return (o.continued_interval + o.boundary_align - 1) / o.boundary_align * o.boundary_align;
+}
+
+void worker::disk_save_current(kvstore::save_reason why) {
+    const int64_t n = session_->n_past();
+    if (!disk_ || n < opts_.disk.min_tokens) return;
+    const std::string key = tok_.decode(session_->tokens());
+    if (disk_->save(*session_, key, why)) {
+        stats_.disk_saves++;
+        disk_last_saved_ = std::max(disk_last_saved_, n);
+    }
+}
+
+void worker::disk_save_live(kvstore::save_reason why) {
+    if (!disk_ || session_->n_past() < opts_.disk.min_tokens) return;
+    if (disk_last_saved_ == session_->n_past()) return;  // already on disk
+    disk_save_current(why);
+}
+
+bool worker::disk_load(const prompt& in, std::vector<int32_t>* eff, gen_result* res) {
+    if (!disk_) return false;
+    kvstore::store::hit h;
+    if (!disk_->load_longest_prefix(in.text, *session_, &h)) return false;
+    const auto t = session_->tokens();
+    eff->assign(t.begin(), t.end());
+    encode_trusted(tok_, in.text, in.specials, h.key_text.size(), *eff);
+    for (const auto& [id, dsml] : h.tools) replay_.remember({id}, dsml, chat::replay_source::disk);
+    res->cache_path = "disk-text";
+    disk_last_saved_ = h.tokens;
+    stats_.disk_hits++;
+    stats_.disk_loaded_tokens += h.tokens;
+    return true;
+}
+
+status worker::sync_with_saves(std::span<const int32_t> eff, const eval_options& eo, bool cold,
+                               sync_result* sr) {
+    const int64_t n = static_cast<int64_t>(eff.size());
+    std::vector<int64_t> points;
+    if (disk_) {
+        const disk_cache_options& d = opts_.disk;
+        if (cold && d.cold_max_tokens > 0 && n >= d.min_tokens && n <= d.cold_max_tokens) {
+            // The stable tools + system prefix of a new agent session: everything before the
+            // last USER token that precedes the first ASSISTANT token.
+            const int32_t user = tok_.specials().user, assistant = tok_.specials().assistant;
+            int64_t anchor = -1;
+            for (int64_t i = 0; i < n && eff[static_cast<size_t>(i)] != assistant; ++i)
+                if (eff[static_cast<size_t>(i)] == user) anchor = i;
+            points.push_back(anchor >= d.min_tokens ? anchor : cold_store_len(d, n));
+        }
+        if (const int64_t step = continued_step(d); step > 0) {
+            const int64_t from = std::max(disk_last_saved_, session_->common_prefix(eff));
+            for (int64_t k = (from / step + 1) * step; k < n; k += step)
+                if (k >= d.min_tokens) points.push_back(k);
+        }
+        std::sort(points.begin(), points.end());
+        points.erase(std::unique(points.begin(), points.end()), points.end());
+    }
+    bool first = true;
+    for (const int64_t p : points) {
+        if (p <= 0 || p > n) continue;
+        sync_result part;
+        const status st = session_->sync(eff.first(static_cast<size_t>(p)), eo, &part);
+        if (first) sr->reused = part.reused;
+        sr->evaluated += part.evaluated;
+        first = false;
+        if (!st.ok()) return st;
+        disk_save_current(p == points.front() && cold ? kvstore::save_reason::cold
+                                                      : kvstore::save_reason::continued);
+    }
+    // Sync all but the last prompt token, checkpoint there, then evaluate the last one: the
+    // next turn usually diverges right after the prompt (thinking turns re-render without
+    // their reasoning), and the checkpoint lets it resume from there instead of from scratch.
+    sync_result part;
+    status st;
+    if (n >= 2 && session_->common_prefix(eff) < n - 1) {
+        st = session_->sync(eff.first(static_cast<size_t>(n - 1)), eo, &part);
+        if (st.ok()) {
+            const auto cps = session_->checkpoint_positions();
+            if (std::find(cps.begin(), cps.end(), session_->n_past()) == cps.end()) {
+                (void)session_->checkpoint();
+            }
+            st = session_->eval(eff.last(1), eo);
+            part.evaluated += 1;
+        }
+    } else {
+        st = session_->sync(eff, eo, &part);
+    }
+    if (first) sr->reused = part.reused;
+    sr->evaluated += part.evaluated;
+    return st;
+}
+
+worker::~worker() { stop(); }
+
+worker::submit_result worker::submit(std::shared_ptr<job> j) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (stopping_) return submit_result::stopping;
+        if (queue_.size() >= opts_.queue_size) {
+            stats_.queue_rejected++;
+            return submit_result::queue_full;
+        }
+        queue_.push_back(std::move(j));
+    }
+    cv_.notify_one();
+    return submit_result::ok;
+}
+
+size_t worker::queue_depth() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return queue_.size();
+}
+
+void worker::stop() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (stopping_ && !thread_.joinable()) return;
+        stopping_ = true;
+    }
+    abort_ = true;
+    cv_.notify_all();
+    if (thread_.joinable()) {
+        thread_.join();
+        // Clean exit: the live session survives the restart (protocol §6.6 "shutdown").
+        disk_save_live(kvstore::save_reason::shutdown);
+    }
+}
+
+void worker::loop() {
+    for (;;) {
+        std::shared_ptr<job> j;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+            if (queue_.empty()) return;  // stopping and drained
+            j = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        if (abort_ || j->cancel) {
+            gen_result r;
+            r.finish = finish_reason::cancelled;
+            r.error = abort_ ? "server shutting down" : "client disconnected";
+            stats_.jobs_cancelled++;
+            j->finish(std::move(r));
+            continue;
+        }
+        stats_.busy = 1;
+        run(*j);
+        stats_.busy = 0;
+    }
+}
+
+void worker::run(job& j) {
+    gen_result res;
+    eval_options eo;
+    eo.cancel = [&] { return j.cancel.load() || abort_.load(); };
+    eo.progress = [&](int64_t done, int64_t total) {
+        gen_event e;
+        e.kind = gen_event::type::prefill;
+        e.done = done;
+        e.total = total;
+        j.push(std::move(e));
+    };
+    const auto t0 = clock_type::now();
+    const status st = sync_prompt(j, eo, &res);
+    const auto t1 = clock_type::now();
+    res.prefill_s = std::chrono::duration<double>(t1 - t0).count();
+    if (!st.ok()) {
+        res.finish = st.code() == status_code::cancelled ? finish_reason::cancelled
+                                                         : finish_reason::error;
+        res.error = st.message();
+        res.engine_failed_before_output = true;
+    } else {
+        generate(j, eo, &res);
+        res.decode_s = std::chrono::duration<double>(clock_type::now() - t1).count();
+    }
+    live_text_ = tok_.decode(session_->tokens());
+
+    stats_.jobs++;
+    if (res.finish == finish_reason::cancelled) stats_.jobs_cancelled++;
+    if (res.finish == finish_reason::error) stats_.jobs_failed++;
+    stats_.prompt_tokens += static_cast<uint64_t>(res.usage.prompt_tokens);
+    stats_.cached_tokens += static_cast<uint64_t>(res.usage.cached_tokens);
+    stats_.prefill_tokens +=
+        static_cast<uint64_t>(res.usage.prompt_tokens - res.usage.cached_tokens);
+    stats_.generated_tokens += static_cast<uint64_t>(res.usage.completion_tokens);
+    (res.usage.cached_tokens > 0 ? stats_.cache_hits : stats_.cache_misses)++;
+    stats_.prefill_us += static_cast<uint64_t>(res.prefill_s * 1e6);
+    stats_.decode_us += static_cast<uint64_t>(res.decode_s * 1e6);
+    j.finish(std::move(res));
+}
+
+status worker::sync_prompt(job& j, const eval_options& eo, gen_result* res) {
+    const prompt& in = j.req.input;
+    std::vector<int32_t> eff = in.tokens;
+    const int64_t live = session_->n_past();
+    res->cache_path = "cold";
+    if (live > 0) {
+        if (session_->common_prefix(eff) == live) {
+            res->cache_path = "memory-token";
+        } else if (live_text_.size() <= in.text.size() &&
+                   in.text.compare(0, live_text_.size(), live_text_) == 0) {
+            // Rendered-byte prefix: the live tokens stay authoritative; only the text after
+            // the cached byte boundary is tokenized again (BPE may merge across it).
+            const auto t = session_->tokens();
+            eff.assign(t.begin(), t.end());
+            encode_trusted(tok_, in.text, in.specials, live_text_.size(), eff);
+            res->cache_path = "memory-text";
+        } else {
+            res->cache_path = "checkpoint";
+        }
+    }
+    if (eff.empty()) return {status_code::invalid_argument, "empty prompt"};
+    if (static_cast<int64_t>(eff.size()) >= session_->n_ctx()) {
+        return {status_code::context_full,
+                "prompt has " + std::to_string(eff.size()) + " tokens, but the context size is " +
+                    std::to_string(session_->n_ctx()) + " tokens"};
+    }
+    res->usage.prompt_tokens = static_cast<int64_t>(eff.size());
+
+    // No live prefix worth keeping: persist the live session before it is replaced, then try
+    // the disk for a longer stored prefix of this prompt (protocol §6.2 steps 8-9).
+    bool cold = false;
+    if (disk_ && res->cache_path != "memory-token" && res->cache_path != "memory-text") {
+        int64_t usable = 0;  // what in-memory checkpoints would keep
+        const int64_t common = session_->common_prefix(eff);
+        for (int64_t cp : session_->checkpoint_positions())
+            if (cp <= common) usable = std::max(usable, cp);
+        if (usable < opts_.disk.min_tokens) {
+            disk_save_live(kvstore::save_reason::evict);
+            if (!disk_load(in, &eff, res)) {
+                disk_last_saved_ = 0;  // a miss resets the continued schedule
+                cold = usable == 0;
+            }
+            res->usage.prompt_tokens = static_cast<int64_t>(eff.size());
+            if (static_cast<int64_t>(eff.size()) >= session_->n_ctx()) {
+                return {status_code::context_full,
+                        "prompt has " + std::to_string(eff.size()) +
+                            " tokens, but the context size is " +
+                            std::to_string(session_->n_ctx()) + " tokens"};
+            }
+        }
+    }
+
+    sync_result sr;
+    const status st = sync_with_saves(eff, eo, cold, &sr);
+    const int64_t n = static_cast<int64_t>(eff.size());
+    res->usage.cached_tokens = std::clamp<int64_t>(sr.reused, 0, n);
+    if (res->cache_path == "checkpoint" && sr.reused == 0) res->cache_path = "cold";
+    return st;
+}
+
+void worker::generate(job& j, const eval_options& eo, gen_result* res) {
+    const gen_request& r = j.req;
+    const int32_t eos = tok_.specials().eos;
+    sampler smp(r.sampling, static_cast<size_t>(session_->n_vocab()));
+
+    chat::stream_options so;
+    so.thinking = r.thinking;
+    so.detect_tool_calls = r.tools;
+    const chat::id_style style = r.id_style;
+    so.make_id = [this, style] {
+        std::string id;
+        do {
+            id = chat::make_tool_id(style);
+        } while (replay_.contains(id));
+        return id;
+    };
+    chat::dsml_stream proj(so);
+    syntax_tracker tracker;
+
+    size_t max_stop = 0;
+    for (const auto& s : r.stops) max_stop = std::max(max_stop, s.size());
+    const size_t hold = max_stop > 0 ? max_stop - 1 : 0;
+
+    std::vector<int32_t> forced;
+    size_t forced_pos = 0;
+    if (r.forced_output) tok_.encode_append(*r.forced_output, true, forced);
+
+    std::string& raw = res->raw;
+    size_t fed = 0;        // bytes of raw handed to the projection
+    size_t think_end = r.thinking ? std::string::npos : 0;  // start of visible text
+    std::vector<chat::stream_event> events;
+
+    auto emit = [&](size_t upto) {
+        if (upto <= fed) return;
+        const std::string_view piece(raw.data() + fed, upto - fed);
+        fed = upto;
+        if (r.kind == gen_kind::completion) {
+            gen_event e;
+            e.delta.kind = chat::stream_event_kind::text;
+            e.delta.text = std::string(piece);
+            j.push(std::move(e));
+            return;
+        }
+        events.clear();
+        proj.feed(piece, &events);
+        for (auto& ev : events) {
+            gen_event e;
+            e.delta = std::move(ev);
+            j.push(std::move(e));
+        }
+    };
+
+    finish_reason finish = finish_reason::length;
+    int64_t n_gen = 0;
+    for (;;) {
+        if (n_gen >= r.max_tokens) break;
+        if (j.cancel || abort_) {
+            finish = finish_reason::cancelled;
+            break;
+        }
+        // Greedy on DSML structure (visible text only).
+        sampling_params p = r.sampling;
+        if (r.tools && r.kind == gen_kind::chat && think_end != std::string::npos) {
+            if (syntax_is_greedy(tracker.update(std::string_view(raw).substr(think_end)))) {
+                p.temperature = 0.0f;
+            }
+        }
+        int32_t tok;
+        if (r.forced_output) {
+            tok = forced_pos < forced.size() ? forced[forced_pos++] : eos;
+        } else {
+            tok = smp.sample(session_->logits(), p);
+        }
+        if (tok == eos) {
+            finish = finish_reason::stop;
+            break;
+        }
+        if (r.top_logprobs >= 0) {
+            token_info ti;
+            ti.id = tok;
+            ti.logprob = session_->logprob_of(tok);
+            if (r.top_logprobs > 0) ti.top = session_->top_logprobs(r.top_logprobs);
+            res->logprobs.push_back(std::move(ti));
+        }
+        ++n_gen;
+        const size_t before = raw.size();
+        raw += tok_.token_bytes(tok);
+        if (think_end == std::string::npos) {
+            const size_t from = before >= 8 ? before - 8 : 0;
+            const size_t t = raw.find("</think>", from);
+            if (t != std::string::npos) think_end = t + 8;
+        }
+
+        // Stop sequences: the earliest match in the raw text (reasoning included).
+        bool stopped = false;
+        if (max_stop > 0) {
+            const size_t from = before >= max_stop ? before - max_stop + 1 : 0;
+            size_t best = std::string::npos;
+            for (const auto& s : r.stops) {
+                const size_t m = raw.find(s, from);
+                if (m != std::string::npos && m < best) best = m;
+            }
+            if (best != std::string::npos) {
+                raw.resize(best);
+                stopped = true;
+            }
+        }
+        bool tool_done = false;
+        if (!stopped && r.tools && r.kind == gen_kind::chat && think_end != std::string::npos) {
+            tool_done = tracker.update(std::string_view(raw).substr(think_end)) ==
+                        syntax_state::done;
+        }
+        emit(stopped || tool_done ? raw.size() : (raw.size() > hold ? raw.size() - hold : 0));
+        if (stopped) {
+            finish = finish_reason::stop;
+            break;
+        }
+        const bool last = tool_done || n_gen >= r.max_tokens ||
+                          session_->n_past() >= session_->n_ctx();
+        // The token that closes a tool block enters the KV (the next request continues it);
+        // a token that ends the generation for any other reason does not.
+        if (!last || tool_done) {
+            const status st = session_->eval(std::span<const int32_t>(&tok, 1), eo);
+            if (!st.ok()) {
+                finish = st.code() == status_code::cancelled ? finish_reason::cancelled
+                                                             : finish_reason::error;
+                res->error = st.message();
+                break;
+            }
+        }
+        if (tool_done) {
+            finish = finish_reason::tool_calls;
+            break;
+        }
+        if (last) break;  // length
+    }
+    emit(raw.size());
+    if (r.kind == gen_kind::chat) {
+        events.clear();
+        proj.finish(&events);
+        for (auto& ev : events) {
+            gen_event e;
+            e.delta = std::move(ev);
+            j.push(std::move(e));
+        }
+    }
+    res->usage.completion_tokens = n_gen;
+
+    if (r.kind == gen_kind::chat) {
+        if (r.tools) {
+            chat::parse_result pr = chat::parse_tool_calls(raw, r.thinking);
+            res->content = pr.content;
+            res->reasoning = pr.reasoning;
+            if (pr.status == chat::parse_status::ok && finish != finish_reason::cancelled &&
+                finish != finish_reason::error) {
+                res->calls = std::move(pr.calls);
+                chat::adopt_stream_ids(&res->calls, proj.calls());
+                chat::assign_missing_ids(&res->calls, style, [this](std::string_view id) {
+                    return replay_.contains(id);
+                });
+                if (opts_.exact_replay) {
+                    std::vector<std::string> ids;
+                    for (const auto& c : res->calls) ids.push_back(c.id);
+                    replay_.remember(ids, pr.raw_dsml);
+                }
+                finish = finish_reason::tool_calls;
+            } else if (pr.status == chat::parse_status::unterminated &&
+                       finish != finish_reason::cancelled) {
+                finish = finish_reason::error;
+                res->error = "unterminated tool call";
+            }
+        } else {
+            chat::split_reasoning(raw, r.thinking, &res->reasoning, &res->content);
+        }
+    }
+    res->finish = finish;
+}
+
+}  // namespace magnetar::server
