@@ -25,6 +25,9 @@ struct engine_options {
     std::string
         mtp_path;  // separate MTP GGUF (as published); empty: MTP block of the main file, if any
     int n_threads = 0;  // 0: one per physical core
+    // Every matrix product through the scalar reference twin (dequantize a row, sum in
+    // order) instead of the SIMD kernels: slow, for diagnostics (`magnetar compare-reference`).
+    bool reference_kernels = false;
 };
 
 // Ids of the control tokens front ends use (-1 when the model has no tokenizer).

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "core/error.h"
@@ -30,8 +32,14 @@ int main(int argc, char** argv) {
         CLI::App* sub = app.add_subcommand(c.name, c.description);
         actions.emplace_back(sub, c.setup(*sub));
     }
+    // ds4 spells the system prompt flag "-sys"; CLI11 takes one letter after a single dash.
+    std::vector<char*> args(argv, argv + argc);
+    static char system_flag[] = "--system";
+    for (char*& arg : args) {
+        if (std::string(arg) == "-sys") arg = system_flag;
+    }
     try {
-        app.parse(argc, argv);
+        app.parse(argc, args.data());
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }

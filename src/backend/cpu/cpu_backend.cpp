@@ -2,6 +2,7 @@
 // model-defined rounding ops. HC ops live in hc.cpp, attention-side ops in attention.cpp, the
 // router and MoE in moe.cpp.
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/ref/matmul_ref.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -28,7 +29,8 @@ void cpu_backend::aligned_free::operator()(float* p) const {
     std::free(p);
 }
 
-cpu_backend::cpu_backend(int n_threads) : pool_(n_threads) {
+cpu_backend::cpu_backend(int n_threads, bool reference)
+    : pool_(n_threads), reference_(reference) {
     scratch_.resize(static_cast<size_t>(pool_.size()));
 }
 
@@ -168,7 +170,7 @@ void cpu_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {
                     "matmul: shapes");
     MAGNETAR_ASSERT(x.ne[2] == 1 && y.ne[2] == 1 && x.ne[3] == 1 && y.ne[3] == 1,
                     "matmul: activations must be 2-D");
-    const cpu::matmul_fn fn = cpu::matmul_for(w.type);
+    const cpu::matmul_fn fn = reference_ ? cpu::ref::matmul_ref : cpu::matmul_for(w.type);
     MAGNETAR_ASSERT(fn != nullptr, "matmul: no kernel for this weight type");
     const int64_t work_per_row = w.ne[0] * x.ne[1];
     const int64_t min_rows = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, work_per_row));

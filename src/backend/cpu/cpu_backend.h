@@ -18,7 +18,8 @@ namespace magnetar::backend {
 
 class cpu_backend final : public backend {
   public:
-    explicit cpu_backend(int n_threads);
+    // reference: every matmul through cpu/ref/matmul_ref.h (diagnostics).
+    explicit cpu_backend(int n_threads, bool reference = false);
     ~cpu_backend() override;
 
     int n_threads() const { return pool_.size(); }
@@ -82,6 +83,7 @@ class cpu_backend final : public backend {
     thread_pool pool_;
     std::vector<std::unique_ptr<float[], aligned_free>> scratch_;
     size_t scratch_floats_ = 0;
+    bool reference_ = false;
 };
 
 }  // namespace magnetar::backend

@@ -1,0 +1,288 @@
+// Shared generation pieces of `magnetar run` and `magnetar chat` (see generation.h).
+#include "cli/generation.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "cli/common.h"
+#include "core/progress.h"
+
+namespace magnetar::cli {
+
+// ---------------------------------------------------------------------------------------------
+// Flags
+// ---------------------------------------------------------------------------------------------
+
+void add_common_flags(CLI::App& sub, common_flags& f) {
+    sub.add_option(
+        "-m,--model", f.model,
+        std::string("Model GGUF (default: $MAGNETAR_MODEL or ") + kDefaultModelRelPath + ")");
+    f.ctx_opt = sub.add_option("-c,--ctx", f.n_ctx, "Context size in tokens")
+                    ->capture_default_str()
+                    ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
+    sub.add_option("-t,--threads", f.threads, "Threads (default: one per physical core)");
+    f.n_opt = sub.add_option("-n,--n-predict", f.n_predict,
+                             "Most tokens to generate (also capped at the free context - 1)")
+                  ->capture_default_str()
+                  ->check(CLI::NonNegativeNumber);
+    f.temp_opt = sub.add_option("--temp", f.sampling.temperature, "Temperature (<= 0: greedy)")
+                     ->capture_default_str()
+                     ->check(CLI::Range(-1.0f, 100.0f));
+    sub.add_option("--top-k", f.sampling.top_k, "Top-k (0: off; at most 1024)")
+        ->capture_default_str();
+    sub.add_option("--top-p", f.sampling.top_p, "Top-p nucleus (1: off)")->capture_default_str();
+    sub.add_option("--min-p", f.sampling.min_p, "Min-p, relative to the most likely token")
+        ->capture_default_str();
+    sub.add_option("--seed", f.sampling.seed,
+                   "Sampling seed, > 0 for reproducible runs (default: a fresh one)");
+    sub.add_option("--system", f.system, "System prompt; \"\" disables it (also spelled -sys)")
+        ->capture_default_str();
+    auto* think = sub.add_flag_callback(
+        "--think", [&f] { f.mode = think_mode::on; }, "Thinking on (default)");
+    auto* think_max = sub.add_flag_callback(
+        "--think-max", [&f] { f.mode = think_mode::max; },
+        "Think Max (needs --ctx >= 393216, else normal thinking with a warning)");
+    auto* nothink = sub.add_flag_callback(
+        "--nothink", [&f] { f.mode = think_mode::off; }, "Thinking off");
+    think->excludes(think_max)->excludes(nothink);
+    think_max->excludes(nothink);
+}
+
+void check(const status& st) {
+    if (!st.ok()) throw std::runtime_error(st.message());
+}
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw std::runtime_error(path + ": cannot open");
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    if (f.bad()) throw std::runtime_error(path + ": read error");
+    return ss.str();
+}
+
+std::unique_ptr<Engine> load_engine(const common_flags& f) {
+    engine_options eo;
+    eo.model_path = resolve_model_path(f.model);
+    eo.n_threads = f.threads;
+    std::unique_ptr<Engine> engine;
+    check(Engine::load(eo, &engine));
+    if (!engine->info().has_tokenizer) {
+        throw std::runtime_error(eo.model_path + ": the model has no tokenizer (tokenizer.ggml.*)");
+    }
+    return engine;
+}
+
+think_mode effective_mode(think_mode requested, int64_t n_ctx, bool warn) {
+    if (requested == think_mode::max && n_ctx < kThinkMaxMinCtx) {
+        if (warn) {
+            std::fprintf(stderr,
+                         "magnetar: warning: Think Max needs --ctx >= %lld; using normal "
+                         "thinking\n",
+                         static_cast<long long>(kThinkMaxMinCtx));
+        }
+        return think_mode::on;
+    }
+    return requested;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIGINT
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+volatile sig_atomic_t g_interrupt = 0;
+
+extern "C" void on_sigint(int) {
+    g_interrupt = 1;
+}
+
+}  // namespace
+
+void install_interrupt_handler() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: a blocking read returns EINTR
+    sigaction(SIGINT, &sa, nullptr);
+}
+
+bool interrupted() {
+    return g_interrupt != 0;
+}
+void clear_interrupt() {
+    g_interrupt = 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// token_printer
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+constexpr const char* kDim = "\033[90m";
+constexpr const char* kReset = "\033[0m";
+}  // namespace
+
+token_printer::token_printer(const Engine& engine, FILE* out, bool tty)
+    : engine_(engine),
+      out_(out),
+      tty_(tty),
+      think_(engine.info().special.think),
+      think_end_(engine.info().special.think_end) {}
+
+void token_printer::begin(bool thinking) {
+    thinking_ = thinking;
+    dim_ = false;
+    at_line_start_ = true;
+    utf8_ = byte_level::utf8_stream();
+    reasoning_.clear();
+    content_.clear();
+}
+
+void token_printer::write(const std::string& s) {
+    if (s.empty()) return;
+    if (tty_ && thinking_ && !dim_) {
+        std::fputs(kDim, out_);
+        dim_ = true;
+    }
+    std::fwrite(s.data(), 1, s.size(), out_);
+    at_line_start_ = s.back() == '\n';
+    std::fflush(out_);
+}
+
+void token_printer::push(int32_t id) {
+    if (id == think_ || id == think_end_) {
+        const bool opening = id == think_;
+        if (tty_) {
+            write(utf8_.flush());
+            if (dim_) std::fputs(kReset, out_);
+            dim_ = false;
+            if (!opening && !at_line_start_) std::fputc('\n', out_);
+            at_line_start_ = at_line_start_ || !opening;
+            std::fflush(out_);
+        } else {
+            write(utf8_.push(engine_.token_bytes(id)));
+        }
+        thinking_ = opening;
+        return;
+    }
+    const std::string bytes = engine_.token_bytes(id);
+    (thinking_ ? reasoning_ : content_) += bytes;
+    write(utf8_.push(bytes));
+}
+
+void token_printer::end() {
+    write(utf8_.flush());
+    if (dim_) std::fputs(kReset, out_);
+    dim_ = false;
+    if (!at_line_start_) std::fputc('\n', out_);
+    at_line_start_ = true;
+    std::fflush(out_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sync + sample loop
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// Where sync() will start evaluating: the end of the timeline when it is a prefix of `prompt`,
+// else the latest checkpoint inside the common prefix, else 0 (for the progress bar only).
+int64_t sync_start(const Session& s, std::span<const int32_t> prompt) {
+    const int64_t common = s.common_prefix(prompt);
+    if (common == s.n_past()) return common;
+    int64_t start = 0;
+    for (int64_t p : s.checkpoint_positions()) {
+        if (p <= common) start = std::max(start, p);
+    }
+    return start;
+}
+
+}  // namespace
+
+status run_generation(Session& s, std::span<const int32_t> prompt, generation& g) {
+    using clock = std::chrono::steady_clock;
+    g.tokens.clear();
+    g.hit_eos = g.cancelled = false;
+    g.prefilled = 0;
+    g.prefill_s = g.decode_s = 0;
+    const int64_t n_ctx = s.n_ctx();
+    const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+    if (n_prompt == 0) return {status_code::invalid_argument, "empty prompt"};
+    if (n_prompt >= n_ctx) {
+        return {status_code::context_full, "prompt exceeds context: " + std::to_string(n_prompt) +
+                                               " tokens, context " + std::to_string(n_ctx) +
+                                               " (raise --ctx)"};
+    }
+
+    // Prefill.
+    const int64_t start = sync_start(s, prompt);
+    std::unique_ptr<Progress> bar;
+    eval_options eo;
+    eo.cancel = [] { return interrupted(); };
+    if (g.progress && n_prompt - start >= 64) {
+        bar = std::make_unique<Progress>("prefill", static_cast<uint64_t>(n_prompt - start),
+                                         Progress::Unit::tokens);
+        eo.progress = [&bar, start](int64_t done, int64_t) {
+            bar->update(static_cast<uint64_t>(std::max<int64_t>(0, done - start)));
+        };
+    }
+    const auto t0 = clock::now();
+    sync_result sr;
+    const status st = s.sync(prompt, eo, &sr);
+    const auto t1 = clock::now();
+    if (bar) bar->finish();
+    g.prefilled = sr.evaluated;
+    g.prefill_s = std::chrono::duration<double>(t1 - t0).count();
+    if (st.code() == status_code::cancelled || (st.ok() && interrupted())) {
+        g.cancelled = true;
+        return {};
+    }
+    if (!st.ok()) return st;
+
+    // Generation.
+    const int64_t n_gen = std::min<int64_t>(g.n_predict, n_ctx - n_prompt - 1);
+    sampler smp(g.sampling, s.n_vocab());
+    g.seed = smp.seed();
+    const auto t2 = clock::now();
+    status result;
+    for (int64_t step = 0; step < n_gen; ++step) {
+        if (interrupted()) {
+            g.cancelled = true;
+            break;
+        }
+        const int32_t id = g.sampling.temperature <= 0 ? s.argmax() : s.sample(smp);
+        if (g.on_step) g.on_step(s, step, id);
+        if (g.stop_at_eos && id == g.eos) {
+            g.hit_eos = true;
+            break;
+        }
+        g.tokens.push_back(id);
+        if (g.on_token) g.on_token(id);
+        if (step + 1 < n_gen) {
+            result = s.eval(std::span<const int32_t>(&id, 1));
+            if (!result.ok()) break;
+        }
+    }
+    g.decode_s = std::chrono::duration<double>(clock::now() - t2).count();
+    return result;
+}
+
+void print_timing(const generation& g) {
+    const double pre = g.prefill_s > 0 ? static_cast<double>(g.prefilled) / g.prefill_s : 0.0;
+    const double gen = g.decode_s > 0 ? static_cast<double>(g.tokens.size()) / g.decode_s : 0.0;
+    std::fprintf(stderr,
+                 "prefill: %.2f t/s, generation: %.2f t/s (%lld prefilled, %zu generated)\n", pre,
+                 gen, static_cast<long long>(g.prefilled), g.tokens.size());
+    std::fflush(stderr);
+}
+
+}  // namespace magnetar::cli

@@ -1,0 +1,146 @@
+// Text generation shared by `magnetar run` and `magnetar chat`: the common flags (model,
+// context, threads, sampling, system prompt, thinking mode), the SIGINT flag, the streaming
+// token printer (UTF-8 hold-back, dimmed thinking on a terminal) and the sync + sample loop
+// with its prefill progress bar and timing.
+//
+// Owns only front-end behaviour; everything it does goes through include/magnetar (Engine,
+// Session, sampler). Does not own the chat transcript (cmd_chat.cpp) or the diagnostics of
+// `run` (run_diagnostics.cpp).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "magnetar/engine.h"
+#include "magnetar/sampler.h"
+#include "magnetar/session.h"
+#include "tokenizer/byte_level.h"
+
+namespace magnetar::cli {
+
+// ---------------------------------------------------------------------------------------------
+// Flags
+// ---------------------------------------------------------------------------------------------
+
+// Default context of run / chat (ds4's CLI default).
+inline constexpr int64_t kDefaultCtx = 32768;
+inline constexpr const char* kDefaultSystem = "You are a helpful assistant";
+
+struct common_flags {
+    std::string model;
+    int64_t n_ctx = kDefaultCtx;
+    int threads = 0;
+    int64_t n_predict = 50000;
+    sampling_params sampling;  // protocol §4.1 CLI defaults
+    std::string system = kDefaultSystem;
+    think_mode mode = think_mode::on;
+    CLI::Option* temp_opt = nullptr;
+    CLI::Option* ctx_opt = nullptr;
+    CLI::Option* n_opt = nullptr;
+};
+
+// -m, -c/--ctx, -t, -n, --temp, --top-k, --top-p, --min-p, --seed, --system (-sys),
+// --think / --think-max / --nothink.
+void add_common_flags(CLI::App& sub, common_flags& f);
+
+// Throws std::runtime_error with the status message when not ok.
+void check(const status& st);
+
+// Whole file as bytes; throws std::runtime_error naming the file.
+std::string read_text_file(const std::string& path);
+
+std::unique_ptr<Engine> load_engine(const common_flags& f);
+
+// Think Max needs this much allocated context (protocol §2.1); below it the CLI warns and
+// uses normal thinking.
+inline constexpr int64_t kThinkMaxMinCtx = 393216;
+// The mode actually rendered for a context, with the CLI's warning when Think Max degrades.
+think_mode effective_mode(think_mode requested, int64_t n_ctx, bool warn);
+
+// ---------------------------------------------------------------------------------------------
+// SIGINT: a flag that generation loops poll
+// ---------------------------------------------------------------------------------------------
+
+// Installs a SIGINT handler that only sets the flag (no SA_RESTART). Idempotent.
+void install_interrupt_handler();
+bool interrupted();
+void clear_interrupt();
+
+// ---------------------------------------------------------------------------------------------
+// Streaming output
+// ---------------------------------------------------------------------------------------------
+
+// Writes generated tokens to `out` as they come. Partial UTF-8 sequences are held back until
+// complete. On a terminal (`tty`) reasoning is dimmed (ESC[90m), the <think> / </think> tokens
+// are hidden and </think> ends the line; elsewhere every token's bytes are written verbatim,
+// so the output equals Engine::detokenize of the generated ids.
+class token_printer {
+  public:
+    token_printer(const Engine& engine, FILE* out, bool tty);
+    // Starts a reply; `thinking` when the prompt ended by opening <think>.
+    void begin(bool thinking);
+    void push(int32_t id);
+    // Flushes held-back bytes, resets the colour and ends the line if the reply left it open.
+    void end();
+
+    // Bytes of the reply so far, split at </think> (think tokens excluded).
+    const std::string& reasoning() const { return reasoning_; }
+    const std::string& content() const { return content_; }
+
+  private:
+    void write(const std::string& s);
+
+    const Engine& engine_;
+    FILE* out_;
+    bool tty_;
+    bool thinking_ = false;
+    bool dim_ = false;
+    bool at_line_start_ = true;
+    int32_t think_ = -1;
+    int32_t think_end_ = -1;
+    byte_level::utf8_stream utf8_;
+    std::string reasoning_;
+    std::string content_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Sync + sample loop
+// ---------------------------------------------------------------------------------------------
+
+struct generation {
+    // Inputs.
+    sampling_params sampling;
+    int64_t n_predict = 0;  // capped at free context - 1
+    int32_t eos = -1;       // Engine::info().special.eos
+    bool stop_at_eos = true;
+    bool progress = false;  // prefill bar on stderr (the caller checks for a terminal)
+    // Called with the session holding the logits of each step and the token chosen from them,
+    // before that token is evaluated (EOS included, as the last step).
+    std::function<void(const Session& s, int64_t step, int32_t chosen)> on_step;
+    std::function<void(int32_t id)> on_token;  // every generated token except a stopping EOS
+
+    // Outputs.
+    std::vector<int32_t> tokens;  // generated, without the stopping EOS
+    bool hit_eos = false;
+    bool cancelled = false;  // SIGINT during prefill or generation
+    int64_t prefilled = 0;   // tokens evaluated by the sync
+    double prefill_s = 0;
+    double decode_s = 0;
+    uint64_t seed = 0;  // seed of the sampler used
+};
+
+// Brings `s` to `prompt` (only the new suffix is evaluated), then samples. Returns the
+// engine's status; an interrupt is not an error (g.cancelled). A prompt that does not leave
+// room for one token is status_code::context_full.
+status run_generation(Session& s, std::span<const int32_t> prompt, generation& g);
+
+// "prefill: X t/s, generation: Y t/s (P prefilled, G generated)" on stderr.
+void print_timing(const generation& g);
+
+}  // namespace magnetar::cli

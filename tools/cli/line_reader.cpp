@@ -1,0 +1,68 @@
+// Line input of `magnetar chat` (see line_reader.h).
+#include "cli/line_reader.h"
+
+#include <editline/readline.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/generation.h"
+
+namespace magnetar::cli {
+
+namespace {
+constexpr int kHistoryLines = 512;
+}
+
+std::string default_history_file() {
+    const char* home = std::getenv("HOME");
+    return home && *home ? std::string(home) + "/.magnetar_history" : std::string();
+}
+
+line_reader::line_reader(std::string history_file)
+    : tty_(isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0),
+      history_file_(std::move(history_file)) {
+    if (!tty_) return;
+    using_history();
+    stifle_history(kHistoryLines);
+    if (!history_file_.empty()) read_history(history_file_.c_str());
+}
+
+line_reader::~line_reader() {
+    if (tty_ && !history_file_.empty()) write_history(history_file_.c_str());
+}
+
+bool line_reader::read(const char* prompt, std::string* line) {
+    line->clear();
+    if (!tty_) {
+        std::fputs(prompt, stdout);
+        std::fflush(stdout);
+        if (!std::getline(std::cin, *line)) {
+            if (interrupted()) {
+                clear_interrupt();
+                std::cin.clear();
+                return true;
+            }
+            return false;
+        }
+        return true;
+    }
+    char* s = readline(prompt);
+    if (s == nullptr) {
+        if (interrupted()) {  // Ctrl+C: a fresh prompt
+            clear_interrupt();
+            std::fputc('\n', stdout);
+            return true;
+        }
+        return false;
+    }
+    *line = s;
+    std::free(s);
+    if (!line->empty()) add_history(line->c_str());
+    clear_interrupt();
+    return true;
+}
+
+}  // namespace magnetar::cli

@@ -1,0 +1,30 @@
+// Input lines of `magnetar chat`: libedit (line editing, history in a file) when standard input
+// is a terminal, plain lines otherwise (pipes, tests).
+#pragma once
+
+#include <string>
+
+namespace magnetar::cli {
+
+class line_reader {
+  public:
+    // history_file: where the history persists (512 lines); empty: no history file.
+    explicit line_reader(std::string history_file);
+    ~line_reader();
+    line_reader(const line_reader&) = delete;
+    line_reader& operator=(const line_reader&) = delete;
+
+    // Shows `prompt` and reads one line (without its newline). False at the end of input
+    // (Ctrl+D). Ctrl+C at the prompt discards the line and returns an empty one.
+    bool read(const char* prompt, std::string* line);
+    bool interactive() const { return tty_; }
+
+  private:
+    bool tty_;
+    std::string history_file_;
+};
+
+// $HOME/.magnetar_history, or "" without $HOME.
+std::string default_history_file();
+
+}  // namespace magnetar::cli
