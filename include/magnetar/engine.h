@@ -28,6 +28,10 @@ struct engine_options {
     // Every matrix product through the scalar reference twin (dequantize a row, sum in
     // order) instead of the SIMD kernels: slow, for diagnostics (`magnetar compare-reference`).
     bool reference_kernels = false;
+    // Quantized weights (Q8_0, Q4_K, Q2_K, IQ2_XXS) multiply activations quantized to int8
+    // (Q8_0 / Q8_K, GGML's bytes and speed) by default. true keeps float activations for every
+    // product: the path the reference tests compare exactly (ds4's --quality).
+    bool exact_matmul = false;
 };
 
 // Ids of the control tokens front ends use (-1 when the model has no tokenizer).

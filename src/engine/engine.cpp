@@ -60,7 +60,8 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
                    opts.model_path.c_str(), hp.n_expert_group)};
     }
     const int n_threads = opts.n_threads > 0 ? opts.n_threads : thread_pool::physical_cores();
-    p->be = std::make_unique<backend::cpu_backend>(n_threads, opts.reference_kernels);
+    p->be = std::make_unique<backend::cpu_backend>(n_threads, opts.reference_kernels,
+                                                   opts.exact_matmul);
     if (p->m->file().find("tokenizer.ggml.tokens")) {
         try {
             p->vocab = tokenizer::from_gguf(p->m->file());

@@ -92,6 +92,7 @@ engine_out run_engine(const std::string& model, const std::vector<int32_t>& toke
     engine_options eo;
     eo.model_path = model;
     eo.n_threads = r.threads;
+    eo.exact_matmul = r.exact;
     std::unique_ptr<Engine> engine;
     status st = Engine::load(eo, &engine);
     if (!st.ok()) throw std::runtime_error(st.message());

@@ -39,6 +39,9 @@ struct engine_run {
     bool all_positions = true;
     bool mtp = false;  // MTP draft logits
     int threads = 2;
+    // Float activations for quantized weights (engine_options::exact_matmul): the path that
+    // matches the reference exactly up to float32 rounding.
+    bool exact = true;
     std::vector<std::string> dumps;  // names to tap
     dump_fn dump;
 };

@@ -3,6 +3,7 @@
 // batch size, row range, thread count or ISA level.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -460,6 +461,100 @@ TEST(SimdQ8Act, PoolDriverEqualsRowKernel) {
                     EXPECT_EQ(y.y.f32_row(k)[r],
                               simd::vec_dot_at(l, t)(w.w.row_ptr(r),
                                                      q.data() + k * simd::act_row_bytes(t, n), n));
+                }
+            }
+        }
+    }
+}
+
+// The q8 family's matrix kernels group rows (decode) and rows x tokens (prefill) into tiles
+// that share loads; every (row, token) accumulator sees the same operations as a lone vec_dot,
+// so tiles, remainders and row ranges must give vec_dot's bits exactly, and the reference dot
+// within float summation order.
+TEST(SimdQ8Act, TilesEqualVecDotBitForBit) {
+    for (isa_level l : simd_levels()) {
+        for (ggml_type t : kTypes) {
+            const int64_t n = type_traits_of(t).block_elems == 1 ? 100 : 512;
+            if (n % type_traits_of(t).block_elems != 0) continue;
+            for (int64_t n_out : {1, 3, 4, 13, 37}) {
+                for (int64_t n_tok : {1, 2, 3, 5, 8, 17}) {
+                    auto w = random_weights(t, n, n_out, 900 + n_out, 16);
+                    auto a = random_acts(n, n_tok, 901 + n_tok);
+                    const size_t stride = simd::act_row_bytes(t, n) + 32;
+                    std::vector<uint8_t> q(stride * n_tok);
+                    for (int64_t k = 0; k < n_tok; ++k)
+                        simd::quantize_act(t, a.x.f32_row(k), q.data() + k * stride, n, l);
+                    auto y = make_outs(n_out, n_tok);
+                    // Two calls split at an odd row: ranges that cut across tiles.
+                    const int64_t cut = n_out / 2 | 1;
+                    const simd::q8_matmul_fn fn = simd::q8_matmul_at(l, t);
+                    fn(w.w, q.data(), stride, y.y, 0, std::min(cut, n_out));
+                    if (cut < n_out) fn(w.w, q.data(), stride, y.y, cut, n_out);
+                    const simd::vec_dot_fn dot = simd::vec_dot_at(l, t);
+                    for (int64_t k = 0; k < n_tok; ++k) {
+                        const uint8_t* ak = q.data() + k * stride;
+                        for (int64_t r = 0; r < n_out; ++r) {
+                            const float got = y.y.f32_row(k)[r];
+                            ASSERT_EQ(got, dot(w.w.row_ptr(r), ak, n))
+                                << level_tag(l, t) << " rows " << n_out << " tokens " << n_tok
+                                << " row " << r << " token " << k;
+                            const float ref = dot_row_ref(t, w.w.row_ptr(r), ak, n);
+                            EXPECT_NEAR(got, ref, 2e-6 * abs_sum(t, w.w.row_ptr(r), ak, n) + 1e-30)
+                                << level_tag(l, t);
+                        }
+                        // Output gaps untouched.
+                        EXPECT_EQ(y.data[static_cast<size_t>(k * (n_out + 3) + n_out)], -7.0f);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Extreme codes: weights and activations at the ends of their ranges, where int16
+// intermediate sums are closest to saturating.
+TEST(SimdQ8Act, ExtremeValuesMatchReference) {
+    for (isa_level l : simd_levels()) {
+        for (ggml_type t : {ggml_type::Q8_0, ggml_type::Q4_K, ggml_type::Q2_K,
+                            ggml_type::IQ2_XXS}) {
+            const int64_t n = 512, n_out = 6, n_tok = 3;
+            auto w = random_weights(t, n, n_out, 1200);
+            // Saturate every code byte (keeps the block scales of the random fill).
+            const size_t rb = row_bytes(t, n);
+            for (int64_t r = 0; r < n_out; ++r) {
+                uint8_t* p = w.w.row_ptr(r);
+                const int64_t nb = n / type_traits_of(t).block_elems;
+                const size_t bb = rb / static_cast<size_t>(nb);
+                for (int64_t b = 0; b < nb; ++b) {
+                    uint8_t* blk = p + static_cast<size_t>(b) * bb;
+                    if (t == ggml_type::Q8_0) {
+                        std::memset(blk + 2, r % 2 ? 0x81 : 0x7F, bb - 2);  // -127 / 127
+                    } else if (t == ggml_type::Q4_K) {
+                        std::memset(blk + 4 + 12, 0xFF, 128);  // codes 15
+                        std::memset(blk + 4, 0xFF, 12);        // scales / mins 63
+                    } else if (t == ggml_type::Q2_K) {
+                        std::memset(blk, 0xFF, 16 + 64);  // scales, mins 15; codes 3
+                    } else {
+                        std::memset(blk + 2, r % 2 ? 0xFF : 0x00, bb - 2);
+                    }
+                }
+            }
+            std::vector<float> xs(static_cast<size_t>(n * n_tok));
+            for (int64_t i = 0; i < n * n_tok; ++i) xs[i] = (i / 7) % 2 ? 1.0f : -1.0f;
+            const tensor x = make_tensor(xs.data(), ggml_type::F32, n, n_tok);
+            const size_t stride = simd::act_row_bytes(t, n);
+            std::vector<uint8_t> q(stride * n_tok);
+            for (int64_t k = 0; k < n_tok; ++k)
+                simd::quantize_act(t, x.f32_row(k), q.data() + k * stride, n, l);
+            auto y = make_outs(n_out, n_tok);
+            simd::q8_matmul_at(l, t)(w.w, q.data(), stride, y.y, 0, n_out);
+            for (int64_t k = 0; k < n_tok; ++k) {
+                for (int64_t r = 0; r < n_out; ++r) {
+                    const uint8_t* ak = q.data() + k * stride;
+                    const float ref = dot_row_ref(t, w.w.row_ptr(r), ak, n);
+                    EXPECT_NEAR(y.y.f32_row(k)[r], ref,
+                                2e-6 * abs_sum(t, w.w.row_ptr(r), ak, n) + 1e-30)
+                        << level_tag(l, t) << " row " << r;
                 }
             }
         }

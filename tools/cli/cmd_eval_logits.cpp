@@ -91,6 +91,7 @@ int run(const args& a) {
     eo.model_path = resolve_model_path(a.model);
     eo.mtp_path = a.mtp_model;
     eo.n_threads = a.threads;
+    eo.exact_matmul = true;  // the reference comparison path: float activations everywhere
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
     std::unique_ptr<Session> session;

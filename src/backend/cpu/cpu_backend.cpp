@@ -3,6 +3,7 @@
 // router and MoE in moe.cpp.
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ref/matmul_ref.h"
+#include "backend/cpu/simd/simd.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -29,8 +30,8 @@ void cpu_backend::aligned_free::operator()(float* p) const {
     std::free(p);
 }
 
-cpu_backend::cpu_backend(int n_threads, bool reference)
-    : pool_(n_threads), reference_(reference) {
+cpu_backend::cpu_backend(int n_threads, bool reference, bool exact)
+    : pool_(n_threads), reference_(reference), exact_(exact) {
     scratch_.resize(static_cast<size_t>(pool_.size()));
 }
 
@@ -165,11 +166,40 @@ void cpu_backend::swiglu(const tensor& g, const tensor& u, const tensor& out, fl
         rows_per_task(w));
 }
 
+namespace {
+
+// Quantized weights whose rows the int8-activation kernels take (whole blocks, a kernel at the
+// active level).
+bool q8_path(const tensor& w) {
+    switch (w.type) {
+        case ggml_type::Q8_0:
+        case ggml_type::Q4_K:
+        case ggml_type::Q2_K:
+        case ggml_type::IQ2_XXS:
+            break;
+        default:
+            return false;
+    }
+    const int64_t block = w.type == ggml_type::Q8_0 ? 32 : 256;
+    return w.ne[0] % block == 0 &&
+           cpu::simd::active_level() != cpu::simd::isa_level::scalar &&
+           cpu::simd::q8_matmul_at(cpu::simd::active_level(), w.type) != nullptr;
+}
+
+}  // namespace
+
 void cpu_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {
     MAGNETAR_ASSERT(x.ne[0] == w.ne[0] && y.ne[0] == w.ne[1] && y.n_rows() == x.n_rows(),
                     "matmul: shapes");
     MAGNETAR_ASSERT(x.ne[2] == 1 && y.ne[2] == 1 && x.ne[3] == 1 && y.ne[3] == 1,
                     "matmul: activations must be 2-D");
+    if (!reference_ && !exact_ && q8_path(w)) {
+        const size_t need = static_cast<size_t>(x.ne[1]) *
+                            cpu::simd::act_row_bytes(w.type, w.ne[0]);
+        if (act_.size() < need) act_.resize(need);
+        cpu::simd::q8_matmul(pool_, w, x, y, act_.data(), cpu::simd::active_level());
+        return;
+    }
     const cpu::matmul_fn fn = reference_ ? cpu::ref::matmul_ref : cpu::matmul_for(w.type);
     MAGNETAR_ASSERT(fn != nullptr, "matmul: no kernel for this weight type");
     const int64_t work_per_row = w.ne[0] * x.ne[1];

@@ -18,8 +18,9 @@ namespace magnetar::backend {
 
 class cpu_backend final : public backend {
   public:
-    // reference: every matmul through cpu/ref/matmul_ref.h (diagnostics).
-    explicit cpu_backend(int n_threads, bool reference = false);
+    // reference: every matmul through cpu/ref/matmul_ref.h (diagnostics). exact: float
+    // activations for quantized weights too (else int8 activations, simd.h family (b)).
+    explicit cpu_backend(int n_threads, bool reference = false, bool exact = false);
     ~cpu_backend() override;
 
     int n_threads() const { return pool_.size(); }
@@ -84,6 +85,8 @@ class cpu_backend final : public backend {
     std::vector<std::unique_ptr<float[], aligned_free>> scratch_;
     size_t scratch_floats_ = 0;
     bool reference_ = false;
+    bool exact_ = false;
+    std::vector<uint8_t> act_;  // quantized activations of the current product (grows only)
 };
 
 }  // namespace magnetar::backend

@@ -14,6 +14,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/simd/simd_internal.h"
@@ -195,80 +196,143 @@ inline __m256i load256(const void* p) {
     return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
-// Two blocks per step with separate accumulators, combined at the end.
-inline float dot_q8_0(const void* w, const void* a, int64_t n) {
-    const auto* x = static_cast<const block_q8_0*>(w);
-    const auto* y = static_cast<const block_q8_0*>(a);
-    const int64_t nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        const __m256i p0 = dot_s8s8(load256(x[b].qs), load256(y[b].qs));
-        const __m256i p1 = dot_s8s8(load256(x[b + 1].qs), load256(y[b + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[b].d) * h2f(y[b].d)), _mm256_cvtepi32_ps(p0),
-                               acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[b + 1].d) * h2f(y[b + 1].d)),
-                               _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; b < nb; ++b) {
-        const __m256i p = dot_s8s8(load256(x[b].qs), load256(y[b].qs));
-        acc0 =
-            _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[b].d) * h2f(y[b].d)), _mm256_cvtepi32_ps(p), acc0);
-    }
-    return hsum(_mm256_add_ps(acc0, acc1));
+inline __m128i load128(const void* p) {
+    return _mm_loadu_si128(static_cast<const __m128i*>(p));
 }
 
-// 6-bit scales and mins of a Q4_K block as 8 + 8 bytes.
-inline void q4_K_scales(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
-    for (int j = 0; j < 4; ++j) {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = static_cast<uint8_t>((s[j + 8] & 0xF) | ((s[j] >> 6) << 4));
-        mn[j + 4] = static_cast<uint8_t>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
-    }
+// Bytes ahead of the current block that the tiles prefetch in every weight row: far enough to
+// cover memory latency at full bandwidth, near enough to stay inside the row tile's L1 share.
+constexpr int kPrefetchBytes = 768;
+
+inline void prefetch(const uint8_t* p) {
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
-inline float dot_q4_K(const void* w, const void* a, int64_t n) {
-    const auto* x = static_cast<const block_q4_K*>(w);
-    const auto* y = static_cast<const block_q8_K*>(a);
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    __m256 acc = _mm256_setzero_ps();
-    float acc_m = 0.0f;
-    for (int64_t b = 0; b < n / QK_K; ++b) {
-        uint8_t sc[8], mn[8];
-        q4_K_scales(x[b].scales, sc, mn);
-        // Mins against the Q8_K sums of 16: sub-block j covers bsums 2j and 2j+1.
-        const __m128i bs =
-            _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].bsums)),
-                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(y[b].bsums + 8)));
-        const __m128i mins =
-            _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
-        const __m128i pm = _mm_madd_epi16(mins, bs);
-        __m128i s4 = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
-        const int32_t summs = _mm_cvtsi128_si32(s4);
+// ---------------------------------------------------------------------------------------------
+// Quantized dot products as tiles: NR weight rows x NT activation rows, block by block.
+//
+// A kernel K provides block_elems, w_bytes / a_bytes (block sizes), an accumulator type acc,
+// zero(acc), block<NR, NT>(w, a, acc) (w[r] / a[t] point at the current blocks) and
+// finish(acc). Each (row, token) accumulator sees exactly the same operations in the same
+// order whatever NR and NT are, so a tile, a single vec_dot and any grouping of rows or tokens
+// give the same bits; the grouping only shares loads (activation blocks across rows, weight
+// blocks and their unpacked scales across tokens).
+// ---------------------------------------------------------------------------------------------
 
-        const uint8_t* q4 = x[b].qs;
-        const int8_t* q8 = y[b].qs;
-        __m256i sumi = _mm256_setzero_si256();
-        for (int k = 0; k < 4; ++k) {
-            const __m256i bytes = load256(q4 + 32 * k);
-            const __m256i lo = _mm256_and_si256(bytes, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), m4);
-            const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(q8 + 64 * k)),
-                                                  _mm256_set1_epi16(sc[2 * k]));
-            const __m256i phi =
-                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(q8 + 64 * k + 32)),
-                                  _mm256_set1_epi16(sc[2 * k + 1]));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+// Q8_0 x Q8_0: integer dot per block of 32, scaled by both halves' scales.
+struct k_q8_0 {
+    static constexpr int64_t block_elems = QK8_0;
+    static constexpr size_t w_bytes = sizeof(block_q8_0);
+    static constexpr size_t a_bytes = sizeof(block_q8_0);
+    struct acc {
+        __m256 v;
+    };
+    static void zero(acc& a) { a.v = _mm256_setzero_ps(); }
+    template <int NR, int NT>
+    static void block(const uint8_t* const* w, const uint8_t* const* a, acc (&s)[NR][NT]) {
+        __m256i ya[NT];
+        float dy[NT];
+        for (int t = 0; t < NT; ++t) {
+            const auto* y = reinterpret_cast<const block_q8_0*>(a[t]);
+            ya[t] = load256(y->qs);
+            dy[t] = h2f(y->d);
         }
-        const float d = y[b].d * h2f(x[b].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        acc_m -= y[b].d * h2f(x[b].dmin) * static_cast<float>(summs);
+        for (int r = 0; r < NR; ++r) {
+            const auto* x = reinterpret_cast<const block_q8_0*>(w[r]);
+            const __m256i xq = load256(x->qs);
+            const __m256i ax = _mm256_sign_epi8(xq, xq);
+            const float dx = h2f(x->d);
+            for (int t = 0; t < NT; ++t) {
+                const __m256i p = dot_u8s8(ax, _mm256_sign_epi8(ya[t], xq));
+                s[r][t].v = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy[t]), _mm256_cvtepi32_ps(p),
+                                            s[r][t].v);
+            }
+        }
     }
-    return hsum(acc) + acc_m;
-}
+    static float finish(const acc& a) { return hsum(a.v); }
+};
 
+// Q4_K x Q8_K: per 32-element sub-block, 4-bit codes times activation bytes (maddubs), times
+// the 6-bit scale (madd); the mins against the activation's 16-element sums.
+struct k_q4_K {
+    static constexpr int64_t block_elems = QK_K;
+    static constexpr size_t w_bytes = sizeof(block_q4_K);
+    static constexpr size_t a_bytes = sizeof(block_q8_K);
+    struct acc {
+        __m256 v;
+        __m128 m;
+    };
+    static void zero(acc& a) {
+        a.v = _mm256_setzero_ps();
+        a.m = _mm_setzero_ps();
+    }
+    // Scales (low 128 bits) and mins (high) as 8 + 8 int16, from the 12 packed bytes.
+    static __m256i scales_mins(const uint8_t* s) {
+        uint32_t u[4];
+        std::memcpy(u, s, 12);
+        constexpr uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+        u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+        const uint32_t m = u[1] & k1;
+        u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+        u[2] = m;
+        u[0] &= k1;
+        return _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]),
+                                                   static_cast<int>(u[2]), static_cast<int>(u[3])));
+    }
+    template <int NR, int NT>
+    static void block(const uint8_t* const* w, const uint8_t* const* a, acc (&s)[NR][NT]) {
+        const __m256i m4 = _mm256_set1_epi8(0xF);
+        __m128i bs[NT];  // sums of 32 activation codes, one per sub-block
+        float dy[NT];
+        for (int t = 0; t < NT; ++t) {
+            const auto* y = reinterpret_cast<const block_q8_K*>(a[t]);
+            bs[t] = _mm_hadd_epi16(load128(y->bsums), load128(y->bsums + 8));
+            dy[t] = y->d;
+        }
+        for (int r = 0; r < NR; ++r) {
+            const auto* x = reinterpret_cast<const block_q4_K*>(w[r]);
+            const __m256i sm = scales_mins(x->scales);
+            const __m256i sc = _mm256_permute2x128_si256(sm, sm, 0x00);
+            const __m128i mins = _mm256_extracti128_si256(sm, 1);
+            __m256i sumi[NT];
+            for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+            for (int j = 0; j < 4; ++j) {
+                // int16 lanes all holding scale 2j (low codes) / 2j + 1 (high codes).
+                const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((4 * j) | ((4 * j + 1) << 8)));
+                const __m256i s_hi =
+                    _mm256_shuffle_epi8(sc, _mm256_set1_epi16((4 * j + 2) | ((4 * j + 3) << 8)));
+                const __m256i bits = load256(x->qs + 32 * j);
+                const __m256i lo = _mm256_and_si256(bits, m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                for (int t = 0; t < NT; ++t) {
+                    const int8_t* q8 = reinterpret_cast<const block_q8_K*>(a[t])->qs + 64 * j;
+                    const __m256i pl = _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(lo, load256(q8)));
+                    const __m256i ph =
+                        _mm256_madd_epi16(s_hi, _mm256_maddubs_epi16(hi, load256(q8 + 32)));
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
+                }
+            }
+            const float d = h2f(x->d);
+            const float dmin = h2f(x->dmin);
+            for (int t = 0; t < NT; ++t) {
+                s[r][t].v = _mm256_fmadd_ps(_mm256_set1_ps(d * dy[t]), _mm256_cvtepi32_ps(sumi[t]),
+                                            s[r][t].v);
+                s[r][t].m = _mm_fmadd_ps(_mm_set1_ps(dmin * dy[t]),
+                                         _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs[t])), s[r][t].m);
+            }
+        }
+    }
+    static float finish(const acc& a) {
+        __m128 m = _mm_add_ps(a.m, _mm_movehl_ps(a.m, a.m));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        return hsum(a.v) - _mm_cvtss_f32(m);
+    }
+};
+
+// Q2_K x Q8_K, one row at a time: the 2-bit codes times activation bytes (maddubs), scaled per
+// 16-element sub-block with one madd (scales selected by a byte shuffle); mins against the
+// activation's 16-element sums. Row / token tiles and a pshufb table of code x scale products
+// were measured slower on Zen 1 (the block is bound by 128-bit operation count, not multiplies).
 inline float dot_q2_K(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const block_q2_K*>(w);
     const auto* y = static_cast<const block_q8_K*>(a);
@@ -311,57 +375,97 @@ inline float dot_q2_K(const void* w, const void* a, int64_t n) {
     return hsum(acc) + acc_m;
 }
 
-inline float dot_iq2_xxs(const void* w, const void* a, int64_t n) {
-    const auto* x = static_cast<const block_iq2_xxs*>(w);
-    const auto* y = static_cast<const block_q8_K*>(a);
-    const detail::iq2_tables& tb = detail::iq2();
-    const uint64_t* grid = kIq2xxsGrid;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; ++b) {
-        const int8_t* q8 = y[b].qs;
-        __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib += 2) {
-            uint32_t a0[2], a1[2];
-            std::memcpy(a0, x[b].qs + 4 * ib, sizeof(a0));
-            std::memcpy(a1, x[b].qs + 4 * ib + 4, sizeof(a1));
-            const __m256i g0 = _mm256_setr_epi64x(static_cast<int64_t>(grid[a0[0] & 0xFF]),
-                                                  static_cast<int64_t>(grid[(a0[0] >> 8) & 0xFF]),
-                                                  static_cast<int64_t>(grid[(a0[0] >> 16) & 0xFF]),
-                                                  static_cast<int64_t>(grid[a0[0] >> 24]));
-            const __m256i g1 = _mm256_setr_epi64x(static_cast<int64_t>(grid[a1[0] & 0xFF]),
-                                                  static_cast<int64_t>(grid[(a1[0] >> 8) & 0xFF]),
-                                                  static_cast<int64_t>(grid[(a1[0] >> 16) & 0xFF]),
-                                                  static_cast<int64_t>(grid[a1[0] >> 24]));
-            const __m256i s0 =
-                _mm256_setr_epi64x(static_cast<int64_t>(tb.sign_bytes[a0[1] & 127]),
-                                   static_cast<int64_t>(tb.sign_bytes[(a0[1] >> 7) & 127]),
-                                   static_cast<int64_t>(tb.sign_bytes[(a0[1] >> 14) & 127]),
-                                   static_cast<int64_t>(tb.sign_bytes[(a0[1] >> 21) & 127]));
-            const __m256i s1 =
-                _mm256_setr_epi64x(static_cast<int64_t>(tb.sign_bytes[a1[1] & 127]),
-                                   static_cast<int64_t>(tb.sign_bytes[(a1[1] >> 7) & 127]),
-                                   static_cast<int64_t>(tb.sign_bytes[(a1[1] >> 14) & 127]),
-                                   static_cast<int64_t>(tb.sign_bytes[(a1[1] >> 21) & 127]));
-            const __m256i y0 = _mm256_sign_epi8(load256(q8 + 32 * ib), s0);
-            const __m256i y1 = _mm256_sign_epi8(load256(q8 + 32 * ib + 32), s1);
-            const __m256i p0 = _mm256_maddubs_epi16(g0, y0);
-            const __m256i p1 = _mm256_maddubs_epi16(g1, y1);
-            const auto ls0 = static_cast<int16_t>(2 * (a0[1] >> 28) + 1);
-            const auto ls1 = static_cast<int16_t>(2 * (a1[1] >> 28) + 1);
-            sumi0 = _mm256_add_epi32(sumi0, _mm256_madd_epi16(p0, _mm256_set1_epi16(ls0)));
-            sumi1 = _mm256_add_epi32(sumi1, _mm256_madd_epi16(p1, _mm256_set1_epi16(ls1)));
-        }
-        const float d = h2f(x[b].d) * y[b].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sumi0, sumi1)),
-                              acc);
+// IQ2_XXS x Q8_K. Per 8 weights one grid entry (8 magnitude bytes) and one sign pattern (8
+// bytes of +-1) are loaded from L1-resident tables straight into 64-bit halves of a 128-bit
+// register (movq / movhps, no lane inserts); the signs go onto the activation bytes; the two
+// 16-element halves of a 32-element group are summed in int16 (at most 2 x 2 x 43 x 127) before
+// the one multiply by the group's scale.
+struct k_iq2_xxs {
+    static constexpr int64_t block_elems = QK_K;
+    static constexpr size_t w_bytes = sizeof(block_iq2_xxs);
+    static constexpr size_t a_bytes = sizeof(block_q8_K);
+    struct acc {
+        __m128 v;
+    };
+    static void zero(acc& a) { a.v = _mm_setzero_ps(); }
+    static __m128i pair(const uint64_t* tab, uint32_t i0, uint32_t i1) {
+        const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tab + i0));
+        return _mm_castpd_si128(
+            _mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(tab + i1)));
     }
-    return 0.125f * hsum(acc);
+    template <int NR, int NT>
+    static void block(const uint8_t* const* w, const uint8_t* const* a, acc (&s)[NR][NT]) {
+        const uint64_t* grid = kIq2xxsGrid;
+        const uint64_t* sign = detail::iq2().sign_bytes;
+        for (int r = 0; r < NR; ++r) {
+            const auto* x = reinterpret_cast<const block_iq2_xxs*>(w[r]);
+            __m128i sumi[NT];
+            for (int t = 0; t < NT; ++t) sumi[t] = _mm_setzero_si128();
+            for (int ib = 0; ib < 8; ++ib) {
+                uint32_t aux[2];
+                std::memcpy(aux, x->qs + 4 * ib, sizeof(aux));
+                const __m128i g0 = pair(grid, aux[0] & 0xFF, (aux[0] >> 8) & 0xFF);
+                const __m128i g1 = pair(grid, (aux[0] >> 16) & 0xFF, aux[0] >> 24);
+                const __m128i s0 = pair(sign, aux[1] & 127, (aux[1] >> 7) & 127);
+                const __m128i s1 = pair(sign, (aux[1] >> 14) & 127, (aux[1] >> 21) & 127);
+                const __m128i ls = _mm_set1_epi16(static_cast<int16_t>(2 * (aux[1] >> 28) + 1));
+                for (int t = 0; t < NT; ++t) {
+                    const int8_t* q8 = reinterpret_cast<const block_q8_K*>(a[t])->qs + 32 * ib;
+                    const __m128i p0 = _mm_maddubs_epi16(g0, _mm_sign_epi8(load128(q8), s0));
+                    const __m128i p1 = _mm_maddubs_epi16(g1, _mm_sign_epi8(load128(q8 + 16), s1));
+                    sumi[t] = _mm_add_epi32(sumi[t], _mm_madd_epi16(_mm_add_epi16(p0, p1), ls));
+                }
+            }
+            const float d = 0.125f * h2f(x->d);
+            for (int t = 0; t < NT; ++t) {
+                const float dy = reinterpret_cast<const block_q8_K*>(a[t])->d;
+                s[r][t].v = _mm_fmadd_ps(_mm_set1_ps(d * dy), _mm_cvtepi32_ps(sumi[t]), s[r][t].v);
+            }
+        }
+    }
+    static float finish(const acc& a) {
+        __m128 m = _mm_add_ps(a.v, _mm_movehl_ps(a.v, a.v));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        return _mm_cvtss_f32(m);
+    }
+};
+
+// NR weight rows x NT activation rows over nb blocks; out[r * NT + t].
+template <class K, int NR, int NT>
+inline void tile(const uint8_t* const* wr, const uint8_t* const* ar, int64_t nb, float* out) {
+    typename K::acc s[NR][NT];
+    for (int r = 0; r < NR; ++r) {
+        for (int t = 0; t < NT; ++t) K::zero(s[r][t]);
+    }
+    const uint8_t* w[NR];
+    const uint8_t* a[NT];
+    for (int r = 0; r < NR; ++r) w[r] = wr[r];
+    for (int t = 0; t < NT; ++t) a[t] = ar[t];
+    for (int64_t b = 0; b < nb; ++b) {
+        for (int r = 0; r < NR; ++r) prefetch(w[r] + kPrefetchBytes);
+        K::template block<NR, NT>(w, a, s);
+        for (int r = 0; r < NR; ++r) w[r] += K::w_bytes;
+        for (int t = 0; t < NT; ++t) a[t] += K::a_bytes;
+    }
+    for (int r = 0; r < NR; ++r) {
+        for (int t = 0; t < NT; ++t) out[r * NT + t] = K::finish(s[r][t]);
+    }
+}
+
+template <class K>
+float dot_tile(const void* w, const void* a, int64_t n) {
+    const uint8_t* wr[1] = {static_cast<const uint8_t*>(w)};
+    const uint8_t* ar[1] = {static_cast<const uint8_t*>(a)};
+    float out;
+    tile<K, 1, 1>(wr, ar, n / K::block_elems, &out);
+    return out;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Matrix products over converted activations
 // ---------------------------------------------------------------------------------------------
 
+// Float weight types: one row at a time (the activation is the weight's own float type).
 template <vec_dot_fn Dot>
 void matmul_rows(const tensor& w, const void* act, size_t stride, const tensor& y, int64_t r0,
                  int64_t r1) {
@@ -375,21 +479,71 @@ void matmul_rows(const tensor& w, const void* act, size_t stride, const tensor& 
     }
 }
 
+// Rows [o, o + NR) against tokens [t0, t0 + n) in tiles of at most NT tokens.
+template <class K, int NR, int NT>
+void rows_tokens(const tensor& w, const uint8_t* act, size_t stride, const tensor& y, int64_t o,
+                 int64_t t0, int64_t n) {
+    const int64_t nb = w.ne[0] / K::block_elems;
+    const uint8_t* wr[NR];
+    for (int r = 0; r < NR; ++r) wr[r] = w.row_ptr(o + r);
+    int64_t t = t0;
+    for (; t + NT <= t0 + n; t += NT) {
+        const uint8_t* ar[NT];
+        for (int k = 0; k < NT; ++k) ar[k] = act + static_cast<size_t>(t + k) * stride;
+        float out[NR * NT];
+        tile<K, NR, NT>(wr, ar, nb, out);
+        for (int k = 0; k < NT; ++k) {
+            float* yt = y.f32_row(t + k);
+            for (int r = 0; r < NR; ++r) yt[o + r] = out[r * NT + k];
+        }
+    }
+    if constexpr (NT > 1) {
+        if (t < t0 + n) rows_tokens<K, NR, NT - 1>(w, act, stride, y, o, t, t0 + n - t);
+    }
+}
+
+// Activation bytes of a prefill token tile kept in L2 while a row group sweeps it.
+constexpr size_t kActTileBytes = 256 * 1024;
+
+// Decode (one token): RD rows per tile share each activation block. Prefill: RP rows x TP
+// tokens per tile, so each weight block (and its unpacked scales) serves TP tokens and each
+// activation block RP rows; token tiles sized for L2.
+template <class K, int RD, int RP, int TP>
+void matmul_tiles(const tensor& w, const void* act_v, size_t stride, const tensor& y, int64_t r0,
+                  int64_t r1) {
+    const auto* act = static_cast<const uint8_t*>(act_v);
+    const int64_t n_tok = y.ne[1];
+    if (n_tok == 1) {
+        int64_t o = r0;
+        for (; o + RD <= r1; o += RD) rows_tokens<K, RD, 1>(w, act, stride, y, o, 0, 1);
+        for (; o < r1; ++o) rows_tokens<K, 1, 1>(w, act, stride, y, o, 0, 1);
+        return;
+    }
+    const int64_t tok_tile =
+        std::max<int64_t>(TP, static_cast<int64_t>(kActTileBytes / std::max<size_t>(stride, 1)) / TP * TP);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += tok_tile) {
+        const int64_t nt = std::min(tok_tile, n_tok - t0);
+        int64_t o = r0;
+        for (; o + RP <= r1; o += RP) rows_tokens<K, RP, TP>(w, act, stride, y, o, t0, nt);
+        for (; o < r1; ++o) rows_tokens<K, 1, TP>(w, act, stride, y, o, t0, nt);
+    }
+}
+
 inline void fill(detail::kernel_table& k) {
     k.dot[detail::slot_f32] = dot_f32;
     k.dot[detail::slot_f16] = dot_f16;
     k.dot[detail::slot_bf16] = dot_bf16;
-    k.dot[detail::slot_q8_0] = dot_q8_0;
-    k.dot[detail::slot_q4_K] = dot_q4_K;
+    k.dot[detail::slot_q8_0] = dot_tile<k_q8_0>;
+    k.dot[detail::slot_q4_K] = dot_tile<k_q4_K>;
     k.dot[detail::slot_q2_K] = dot_q2_K;
-    k.dot[detail::slot_iq2_xxs] = dot_iq2_xxs;
+    k.dot[detail::slot_iq2_xxs] = dot_tile<k_iq2_xxs>;
     k.q8_matmul[detail::slot_f32] = matmul_rows<dot_f32>;
     k.q8_matmul[detail::slot_f16] = matmul_rows<dot_f16>;
     k.q8_matmul[detail::slot_bf16] = matmul_rows<dot_bf16>;
-    k.q8_matmul[detail::slot_q8_0] = matmul_rows<dot_q8_0>;
-    k.q8_matmul[detail::slot_q4_K] = matmul_rows<dot_q4_K>;
+    k.q8_matmul[detail::slot_q8_0] = matmul_tiles<k_q8_0, 4, 2, 4>;
+    k.q8_matmul[detail::slot_q4_K] = matmul_tiles<k_q4_K, 1, 2, 4>;
     k.q8_matmul[detail::slot_q2_K] = matmul_rows<dot_q2_K>;
-    k.q8_matmul[detail::slot_iq2_xxs] = matmul_rows<dot_iq2_xxs>;
+    k.q8_matmul[detail::slot_iq2_xxs] = matmul_tiles<k_iq2_xxs, 1, 2, 4>;
     k.quantize_q8_0 = quantize_q8_0;
     k.quantize_q8_K = quantize_q8_K;
 }
