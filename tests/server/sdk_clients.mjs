@@ -162,6 +162,117 @@ check('openai errors', async ({ openai, port }) => {
 });
 
 // ---------------------------------------------------------------------------------------------
+// OpenAI Responses
+// ---------------------------------------------------------------------------------------------
+
+const responsesWeatherTool = {
+  type: 'function', name: 'get_weather', description: 'Weather of a city', strict: false,
+  parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } },
+};
+
+check('openai responses plain', async ({ openai }) => {
+  const r = await openai.responses.create({
+    model: 'deepseek-v4-flash', input: 'Hello', instructions: 'Be brief.', max_output_tokens: 4,
+    reasoning: { effort: 'none' },
+  });
+  assert.equal(r.object, 'response');
+  assert.match(r.id, /^resp_[0-9a-f]{24}$/);
+  assert.ok(['completed', 'incomplete'].includes(r.status));
+  assert.equal(typeof r.output_text, 'string');  // assembled by the SDK from output items
+  assert.ok(r.usage.input_tokens > 0);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+  assert.equal(typeof r.usage.input_tokens_details.cached_tokens, 'number');
+  assert.equal(r.usage.output_tokens_details.reasoning_tokens, 0);
+  const again = await openai.responses.retrieve(r.id);
+  assert.equal(again.id, r.id);
+});
+
+check('openai responses streaming with reasoning summary', async ({ openai }) => {
+  const stream = await openai.responses.create({
+    model: 'deepseek-v4-flash', input: 'Hi', max_output_tokens: 40, stream: true,
+    reasoning: { effort: 'high', summary: 'auto' }, x_magnetar_forced_output: 'hmm</think>Hi there.',
+  });
+  const types = [];
+  let seq = 0, text = '', summary = '', completed = null;
+  for await (const e of stream) {
+    assert.equal(e.sequence_number, seq++);
+    if (types.at(-1) !== e.type) types.push(e.type);
+    if (e.type === 'response.output_text.delta') text += e.delta;
+    if (e.type === 'response.reasoning_summary_text.delta') summary += e.delta;
+    if (e.type === 'response.completed') completed = e.response;
+  }
+  assert.deepEqual(types, [
+    'response.created', 'response.in_progress',
+    'response.output_item.added', 'response.reasoning_summary_part.added',
+    'response.reasoning_summary_text.delta', 'response.reasoning_summary_text.done',
+    'response.reasoning_summary_part.done', 'response.output_item.done',
+    'response.output_item.added', 'response.content_part.added', 'response.output_text.delta',
+    'response.output_text.done', 'response.content_part.done', 'response.output_item.done',
+    'response.completed']);
+  assert.equal(text, 'Hi there.');
+  assert.equal(summary, 'hmm');
+  assert.deepEqual(completed.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.ok(completed.usage.output_tokens_details.reasoning_tokens > 0);
+
+  // The SDK's stream helper accumulates the same events into the final response.
+  const helper = openai.responses.stream({
+    model: 'deepseek-v4-flash', input: 'Hi', max_output_tokens: 40,
+    reasoning: { effort: 'high', summary: 'auto' }, x_magnetar_forced_output: 'hmm</think>Hi there.',
+  });
+  let deltas = '';
+  helper.on('response.output_text.delta', (e) => { deltas += e.delta; });
+  const final = await helper.finalResponse();
+  assert.equal(deltas, 'Hi there.');
+  assert.equal(final.output[1].content[0].text, 'Hi there.');
+  assert.equal(final.output[0].summary[0].text, 'hmm');
+});
+
+check('openai responses function tools, streaming, output round trip, previous_response_id', async ({ openai }) => {
+  const base = {
+    model: 'deepseek-v4-flash', max_output_tokens: 200, reasoning: { effort: 'none' },
+    tools: [responsesWeatherTool], input: [{ role: 'user', content: 'Weather in Paris?' }],
+  };
+  const r = await openai.responses.create({ ...base, x_magnetar_forced_output: DSML });
+  assert.equal(r.status, 'completed');
+  assert.equal(r.output_text, 'Let me check.');
+  const fc = r.output.find((o) => o.type === 'function_call');
+  assert.match(fc.id, /^fc_[0-9a-f]{24}$/);
+  assert.match(fc.call_id, /^call_[0-9a-f]{32}$/);
+  assert.equal(fc.name, 'get_weather');
+  assert.deepEqual(JSON.parse(fc.arguments), EXPECTED_ARGS);
+
+  // Streaming: the SDK assembles the argument deltas into the function_call item.
+  const helper = openai.responses.stream({ ...base, x_magnetar_forced_output: DSML });
+  let argDeltas = '';
+  helper.on('response.function_call_arguments.delta', (e) => { argDeltas += e.delta; });
+  const final = await helper.finalResponse();
+  const sfc = final.output.find((o) => o.type === 'function_call');
+  assert.deepEqual(JSON.parse(argDeltas), EXPECTED_ARGS);
+  assert.deepEqual(JSON.parse(sfc.arguments), EXPECTED_ARGS);
+  assert.equal(sfc.name, 'get_weather');
+
+  // Round trip replaying the full input (as Codex does): the KV up to the output is reused.
+  const r2 = await openai.responses.create({
+    ...base, max_output_tokens: 2,
+    input: [...base.input, ...final.output,
+            { type: 'function_call_output', call_id: sfc.call_id, output: 'sunny, 21 C' }],
+  });
+  const cached = r2.usage.input_tokens_details.cached_tokens;
+  assert.ok(cached >= final.usage.input_tokens + final.usage.output_tokens,
+            `cached ${cached} < ${final.usage.input_tokens} + ${final.usage.output_tokens}`);
+
+  // The same continuation through previous_response_id.
+  const r3 = await openai.responses.create({
+    ...base, max_output_tokens: 2, previous_response_id: final.id,
+    input: [{ type: 'function_call_output', call_id: sfc.call_id, output: 'sunny, 21 C' }],
+  });
+  assert.equal(r3.previous_response_id, final.id);
+  assert.equal(r3.usage.input_tokens, r2.usage.input_tokens);
+  await assert.rejects(openai.responses.create({ ...base, previous_response_id: 'resp_unknown' }),
+                       (e) => e.status === 400 && e.code === 'previous_response_not_found');
+});
+
+// ---------------------------------------------------------------------------------------------
 // Anthropic
 // ---------------------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ void handle_count_tokens(context& ctx, const httplib::Request& req, httplib::Res
 
 // api_responses.cpp
 void handle_responses(context& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_get_response(context& ctx, const httplib::Request& req, httplib::Response& res);
 
 // Shared by the handlers.
 chat::think_mode think_mode_of(const context& ctx, const json& body, bool responses);

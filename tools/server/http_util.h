@@ -20,6 +20,7 @@
 
 #include "magnetar/engine.h"
 #include "server/prompt.h"
+#include "server/response_store.h"
 #include "server/worker.h"
 
 namespace magnetar::server {
@@ -61,6 +62,7 @@ struct context {
     server_options opts;
     worker& work;
     http_stats& stats;
+    response_store& responses;  // previous_response_id memory (api_responses.cpp)
 };
 
 enum class api_style { openai, anthropic };

@@ -41,10 +41,11 @@ class http_server : public httplib::Server {
 struct server::impl {
     impl(const Engine& e, server_options o)
         : work(e, worker_options{o.n_ctx, o.queue_size, o.exact_replay, o.replay_max_ids, o.disk}),
-          ctx{e, *e.vocab(), special_literals(*e.vocab()), o, work, stats} {}
+          ctx{e, *e.vocab(), special_literals(*e.vocab()), o, work, stats, responses} {}
 
     worker work;
     http_stats stats;
+    response_store responses;
     context ctx;
     http_server http;
     std::thread listener;
@@ -215,6 +216,7 @@ bool server::start() {
     http.Post("/v1/messages", route(ep_messages, handle_messages));
     http.Post("/v1/messages/count_tokens", route(ep_count_tokens, handle_count_tokens));
     http.Post("/v1/responses", route(ep_responses, handle_responses));
+    http.Get(R"(/v1/responses/([^/]+))", route(ep_responses, handle_get_response));
     http.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
         ctx.stats.requests[ep_models]++;
         json list = json::object();

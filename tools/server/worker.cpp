@@ -430,6 +430,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
             res->logprobs.push_back(std::move(ti));
         }
         ++n_gen;
+        if (think_end == std::string::npos) ++res->usage.reasoning_tokens;
         const size_t before = raw.size();
         raw += tok_.token_bytes(tok);
         if (think_end == std::string::npos) {

@@ -67,6 +67,7 @@ struct gen_usage {
     int64_t prompt_tokens = 0;  // P: tokens synchronised into the session for this request
     int64_t cached_tokens = 0;  // R: tokens reused
     int64_t completion_tokens = 0;  // C: generated tokens (EOS excluded)
+    int64_t reasoning_tokens = 0;   // of C: tokens sampled before </think> closed (included)
 };
 
 struct gen_result {

@@ -1,0 +1,119 @@
+#include "model/roofline.h"
+
+#include <algorithm>
+
+#include "gguf/gguf.h"
+#include "quant/types.h"
+
+namespace magnetar {
+
+namespace {
+
+constexpr uint64_t kCacheElemBytes = 4;  // FP32 cache storage (spec §12.1)
+
+bool is_indexer_query(const tensor_spec& s) {
+    return s.suffix == "indexer.attn_q_b.weight" || s.suffix == "indexer.proj.weight";
+}
+
+}  // namespace
+
+roofline::roofline(const hparams& hp, const std::vector<tensor_bytes>& tensors, bool with_mtp)
+    : hp_(hp), with_mtp_(with_mtp) {
+    const uint32_t n_blocks = hp.n_layer + (with_mtp ? 1 : 0);
+    blocks_.resize(n_blocks);
+    for (uint32_t b = 0; b < n_blocks; ++b) blocks_[b].ratio = hp.compress_ratio(b);
+    for (const tensor_bytes& t : tensors) {
+        const tensor_spec& s = t.spec;
+        file_bytes_ += t.n_bytes;
+        if (s.layer < 0) {
+            // One embedding row per token (the MTP block gathers its own copy); the head and
+            // the output HC collapse are read whole.
+            if (s.role == tensor_role::embedding) {
+                global_ += t.row_bytes * (with_mtp ? 2 : 1);
+            } else {
+                global_ += t.n_bytes;
+            }
+            continue;
+        }
+        if (static_cast<uint32_t>(s.layer) >= n_blocks) continue;  // MTP tensors, block not run
+        block_bytes& b = blocks_[static_cast<size_t>(s.layer)];
+        if (s.role == tensor_role::routed_expert) {
+            const uint64_t n_expert = s.ne.size() >= 3 ? static_cast<uint64_t>(s.ne[2]) : 1;
+            b.expert += t.n_bytes / n_expert;
+            b.all_experts += t.n_bytes;
+        } else if (s.role == tensor_role::hash_table) {
+            b.fixed += t.row_bytes;  // the token's row of expert ids
+        } else if (is_indexer_query(s)) {
+            b.indexer_q += t.n_bytes;
+        } else {
+            b.fixed += t.n_bytes;
+        }
+    }
+}
+
+roofline roofline::from_file(const gguf::reader& file) {
+    const hparams hp = read_hparams(file);
+    const bool with_mtp = file.find_tensor(layer_prefix(hp, hp.n_layer) + "e_proj.weight") != nullptr;
+    std::vector<tensor_bytes> tensors;
+    for (tensor_spec& spec : tensor_catalogue(hp, with_mtp)) {
+        const gguf::tensor_info* t = file.find_tensor(spec.name);
+        if (!t) continue;  // optional and absent
+        tensor_bytes tb;
+        tb.n_bytes = t->n_bytes;
+        tb.row_bytes = row_bytes(t->type, t->ne[0]);
+        tb.spec = std::move(spec);
+        tensors.push_back(std::move(tb));
+    }
+    return roofline(hp, tensors, with_mtp);
+}
+
+bool roofline::indexer_active(int64_t pos) const {
+    return (pos + 1) / 4 > static_cast<int64_t>(hp_.n_indexer_top_k);
+}
+
+uint64_t roofline::dense_bytes(int64_t pos) const {
+    const bool idx = indexer_active(pos);
+    uint64_t n = global_;
+    for (const block_bytes& b : blocks_) n += b.fixed + (b.ratio == 4 && idx ? b.indexer_q : 0);
+    return n;
+}
+
+uint64_t roofline::weight_bytes(int64_t pos, const std::vector<uint32_t>& n_distinct) const {
+    uint64_t n = dense_bytes(pos);
+    for (size_t b = 0; b < blocks_.size() && b < n_distinct.size(); ++b) {
+        n += blocks_[b].expert * n_distinct[b];
+    }
+    return n;
+}
+
+uint64_t roofline::weight_bytes_nominal(int64_t pos) const {
+    return weight_bytes(pos, std::vector<uint32_t>(blocks_.size(), hp_.n_expert_used));
+}
+
+kv_read_bytes roofline::kv_bytes(int64_t pos) const {
+    kv_read_bytes r;
+    const uint64_t hd_row = static_cast<uint64_t>(hp_.n_head_dim) * kCacheElemBytes;
+    const uint64_t id_row = static_cast<uint64_t>(hp_.n_indexer_head_dim) * kCacheElemBytes;
+    const auto window = static_cast<uint64_t>(hp_.n_swa);
+    const auto top_k = static_cast<uint64_t>(hp_.n_indexer_top_k);
+    for (uint32_t b = 0; b < blocks_.size(); ++b) {
+        if (b == hp_.n_layer) {
+            // The MTP block's row for this step sits one position back (spec §12.4).
+            r.raw += std::min<uint64_t>(window, static_cast<uint64_t>(pos)) * hd_row;
+            continue;
+        }
+        r.raw += std::min<uint64_t>(window, static_cast<uint64_t>(pos + 1)) * hd_row;
+        const uint32_t ratio = blocks_[b].ratio;
+        if (ratio == 0) continue;
+        const auto visible = static_cast<uint64_t>((pos + 1) / ratio);
+        if (ratio == 4) {
+            r.comp += std::min(visible, top_k) * hd_row;
+            if (visible > top_k) r.index += visible * id_row;
+        } else {
+            r.comp += visible * hd_row;
+        }
+    }
+    return r;
+}
+
+}  // namespace magnetar

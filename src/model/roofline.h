@@ -1,0 +1,90 @@
+// Roofline accounting: the bytes one decoded token must read from memory, from the tensor
+// directory of the model file and the hyper-parameters (docs/performance.md has the formulas).
+//
+// Owns: which weights a decode step reads (every non-expert weight once, one row of the
+// embedding and of a hash-routing table, the routed experts the router selected, the indexer's
+// query projections only once the indexer runs) and which cache rows its attention reads (raw
+// window, visible compressed rows, indexer rows). Does not own: counting the selected experts
+// (the caller taps `moe_sel`) or timing.
+//
+// The figures are what the forward pass must stream at least once per token; they ignore
+// activations, scratch and the compressor frontiers (small, cache-resident).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/catalogue.h"
+#include "model/hparams.h"
+
+namespace magnetar {
+
+namespace gguf {
+class reader;
+}
+
+// Cache bytes one decode step reads, by kind (all layers, MTP block included).
+struct kv_read_bytes {
+    uint64_t raw = 0;    // raw sliding-window rows
+    uint64_t comp = 0;   // main compressed rows attended
+    uint64_t index = 0;  // indexer rows scored
+    uint64_t total() const { return raw + comp + index; }
+};
+
+// Bytes of one block (main layer or MTP block) that a decode step reads.
+struct block_bytes {
+    uint32_t ratio = 0;
+    uint64_t fixed = 0;      // read on every token
+    uint64_t indexer_q = 0;  // indexer query projections: read only while the indexer scores
+    uint64_t expert = 0;     // one routed expert: gate + up + down rows of one expert id
+    uint64_t all_experts = 0;
+};
+
+class roofline {
+  public:
+    // One entry per catalogue tensor present in the file, with its byte size and the bytes of
+    // one row (ne[0] elements). Tests build it from a catalogue without a file.
+    struct tensor_bytes {
+        tensor_spec spec;
+        uint64_t n_bytes = 0;
+        uint64_t row_bytes = 0;
+    };
+
+    // with_mtp: the MTP block is present and run on every evaluated token (the engine does).
+    roofline(const hparams& hp, const std::vector<tensor_bytes>& tensors, bool with_mtp);
+    // From a GGUF file (main file; the MTP block is taken from it when present).
+    static roofline from_file(const gguf::reader& file);
+
+    const hparams& hp() const { return hp_; }
+    bool has_mtp() const { return with_mtp_; }
+    // Main layers, then the MTP block (index n_layer) when present.
+    const std::vector<block_bytes>& blocks() const { return blocks_; }
+
+    // Embedding row(s), output HC collapse, output norm and head: per token, independent of
+    // the layer count (the part a per-layer projection must subtract).
+    uint64_t global_bytes() const { return global_; }
+    // Whether the indexer of a ratio-4 layer scores at position pos (more compressed rows
+    // visible than its top-k budget).
+    bool indexer_active(int64_t pos) const;
+    // Non-expert weight bytes of a decode step at position pos (all blocks and the globals).
+    uint64_t dense_bytes(int64_t pos) const;
+    // Weight bytes of a decode step at pos that selected n_distinct[b] experts in block b
+    // (size blocks().size()).
+    uint64_t weight_bytes(int64_t pos, const std::vector<uint32_t>& n_distinct) const;
+    // Same with exactly n_expert_used distinct experts per block (no repeats).
+    uint64_t weight_bytes_nominal(int64_t pos) const;
+    // Cache bytes the attention of a decode step at position pos reads (FP32 cache rows).
+    kv_read_bytes kv_bytes(int64_t pos) const;
+    // Everything in the files (for reference: what a dense read of the model would be).
+    uint64_t file_weight_bytes() const { return file_bytes_; }
+
+  private:
+    hparams hp_;
+    bool with_mtp_ = false;
+    std::vector<block_bytes> blocks_;
+    uint64_t global_ = 0;
+    uint64_t file_bytes_ = 0;
+};
+
+}  // namespace magnetar

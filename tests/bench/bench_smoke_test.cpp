@@ -1,0 +1,267 @@
+// `magnetar bench` (the model walk) on the tiny model with tiny frontiers: the CSV columns and
+// values (monotone frontiers, positive rates and byte counts), the SVG chart (well-formed XML
+// with both series, axes and legend), the projection columns, the chat input and --step-mul,
+// and the sub-commands that share the `bench` name. Label `slow`: it runs the whole engine.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gen-model/gen_model.h"
+#include "support/fixture_cache.h"
+#include "support/test_support.h"
+
+namespace magnetar {
+namespace {
+
+// models/magnetar-tiny.gguf of the checkout, else the same recipe generated into the cache.
+const std::string& bench_model() {
+    static const std::string path = [] {
+        const std::string embedded = std::string(MAGNETAR_SOURCE_DIR) + "/models/magnetar-tiny.gguf";
+        if (std::filesystem::exists(embedded)) return embedded;
+        const std::string dir = test::cached_dir("bench-model-tiny-f32", "tiny-f32-1",
+                                                 [](const std::string& out) {
+                                                     genmodel::options o;
+                                                     o.preset = "tiny";
+                                                     o.weights = genmodel::parse_weight_scheme("f32");
+                                                     o.seed = 1;
+                                                     o.output = out + "/model.gguf";
+                                                     o.quiet = true;
+                                                     genmodel::generate(o);
+                                                 });
+        return dir + "/model.gguf";
+    }();
+    return path;
+}
+
+struct run_out {
+    int rc = -1;
+    std::string out, err;
+};
+
+run_out run_bench(const std::string& args) {
+    const std::string dir = test::temp_dir();
+    const std::string o = dir + "/stdout", e = dir + "/stderr";
+    const std::string cmd = test::magnetar_bin() + " bench " + args + " >" + o + " 2>" + e;
+    run_out r;
+    const int st = std::system(cmd.c_str());
+    r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    auto slurp = [](const std::string& p) {
+        std::ifstream f(p, std::ios::binary);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        return ss.str();
+    };
+    r.out = slurp(o);
+    r.err = slurp(e);
+    return r;
+}
+
+std::string text_file() {
+    const std::string path = test::temp_dir() + "/text.txt";
+    std::ofstream f(path);
+    f << "The quick brown fox jumps over the lazy dog. Benchmarks walk a text to growing context "
+         "frontiers, and every frontier times the prefill of the new interval and a short greedy "
+         "generation.\n";
+    return path;
+}
+
+using csv_table = std::vector<std::map<std::string, double>>;
+
+csv_table parse_csv(const std::string& text, std::vector<std::string>* header) {
+    std::stringstream in(text);
+    std::string line;
+    EXPECT_TRUE(static_cast<bool>(std::getline(in, line)));
+    header->clear();
+    {
+        std::stringstream ss(line);
+        for (std::string c; std::getline(ss, c, ',');) header->push_back(c);
+    }
+    csv_table rows;
+    while (std::getline(in, line)) {
+        std::vector<std::string> f;
+        std::stringstream ss(line);
+        for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
+        EXPECT_EQ(f.size(), header->size()) << line;
+        std::map<std::string, double> row;
+        for (size_t i = 0; i < f.size() && i < header->size(); ++i) row[(*header)[i]] = std::stod(f[i]);
+        rows.push_back(row);
+    }
+    return rows;
+}
+
+// Minimal XML well-formedness: declaration, comments, balanced elements, quoted attributes.
+bool well_formed_xml(const std::string& s, std::string* why) {
+    std::vector<std::string> stack;
+    size_t i = 0;
+    int roots = 0;
+    while ((i = s.find('<', i)) != std::string::npos) {
+        if (s.compare(i, 5, "<?xml") == 0) {
+            i = s.find("?>", i);
+            if (i == std::string::npos) return *why = "unterminated declaration", false;
+            continue;
+        }
+        const size_t end = s.find('>', i);
+        if (end == std::string::npos) return *why = "unterminated tag", false;
+        std::string tag = s.substr(i + 1, end - i - 1);
+        size_t quotes = 0;
+        for (char c : tag) quotes += c == '"';
+        if (quotes % 2) return *why = "unbalanced quotes in <" + tag + ">", false;
+        if (tag.empty()) return *why = "empty tag", false;
+        if (tag[0] == '/') {
+            if (stack.empty() || stack.back() != tag.substr(1)) {
+                return *why = "mismatched </" + tag.substr(1) + ">", false;
+            }
+            stack.pop_back();
+        } else if (tag.back() != '/') {
+            if (stack.empty()) ++roots;
+            stack.push_back(tag.substr(0, tag.find_first_of(" \t\n")));
+        } else if (stack.empty()) {
+            ++roots;
+        }
+        i = end + 1;
+    }
+    if (!stack.empty()) return *why = "unclosed <" + stack.back() + ">", false;
+    if (roots != 1) return *why = "expected one root element", false;
+    return true;
+}
+
+const std::vector<std::string> kColumns = {
+    "ctx_tokens",        "prefill_tokens",         "prefill_tps",        "gen_tokens",
+    "gen_tps",           "kvcache_bytes",          "weight_bytes_per_token", "kv_bytes_per_token",
+    "achieved_gbs",      "read_gbs",               "roofline_ratio"};
+
+TEST(BenchSmoke, WalkCsvSvgAndProjection) {
+    const std::string svg = test::temp_dir() + "/chart.svg";
+    const std::string args = "-m " + bench_model() + " -t 2 --prompt-file " + text_file() +
+                             " --ctx-start 64 --ctx-max 192 --step-incr 64 --gen-tokens 4"
+                             " --read-mb 64 --project-layers 43 --svg " + svg;
+    const run_out r = run_bench(args);
+    ASSERT_EQ(r.rc, 0) << r.err;
+
+    std::vector<std::string> header;
+    const csv_table rows = parse_csv(r.out, &header);
+    std::vector<std::string> want = kColumns;
+    want.push_back("proj_prefill_tps");
+    want.push_back("proj_gen_tps");
+    EXPECT_EQ(header, want);
+    ASSERT_EQ(rows.size(), 3u) << r.out;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const auto& row = rows[i];
+        EXPECT_EQ(row.at("ctx_tokens"), 64.0 * static_cast<double>(i + 1));
+        EXPECT_EQ(row.at("prefill_tokens"), 64.0);
+        EXPECT_EQ(row.at("gen_tokens"), 4.0);
+        for (const char* c : {"prefill_tps", "gen_tps", "kvcache_bytes", "weight_bytes_per_token",
+                              "kv_bytes_per_token", "achieved_gbs", "read_gbs", "roofline_ratio",
+                              "proj_prefill_tps", "proj_gen_tps"}) {
+            EXPECT_GT(row.at(c), 0.0) << c << " at row " << i;
+        }
+        if (i > 0) {
+            EXPECT_GT(row.at("ctx_tokens"), rows[i - 1].at("ctx_tokens"));
+            EXPECT_GT(row.at("kvcache_bytes"), rows[i - 1].at("kvcache_bytes"));
+            EXPECT_GE(row.at("kv_bytes_per_token"), rows[i - 1].at("kv_bytes_per_token"));
+        }
+        // Projecting the 6-layer model to 43 layers can only slow it down.
+        EXPECT_LT(row.at("proj_gen_tps"), row.at("gen_tps"));
+        EXPECT_LT(row.at("proj_prefill_tps"), row.at("prefill_tps"));
+    }
+    EXPECT_NE(r.err.find("streaming read"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("projected to 43 layers"), std::string::npos) << r.err;
+
+    std::ifstream f(svg);
+    ASSERT_TRUE(f.good()) << svg;
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string doc = ss.str();
+    std::string why;
+    EXPECT_TRUE(well_formed_xml(doc, &why)) << why;
+    EXPECT_EQ(doc.rfind("<?xml", 0), 0u);
+    for (const char* id : {"<svg xmlns=\"http://www.w3.org/2000/svg\"", "id=\"series-prefill\"",
+                           "id=\"series-generation\"", "id=\"legend\"", "id=\"x-axis\"",
+                           "id=\"y-axis-prefill\"", "id=\"y-axis-generation\"", "<polyline",
+                           "context (tokens)", "prefill t/s", "generation t/s"}) {
+        EXPECT_NE(doc.find(id), std::string::npos) << id;
+    }
+    size_t circles = 0;
+    for (size_t p = 0; (p = doc.find("<circle", p)) != std::string::npos; ++p) ++circles;
+    EXPECT_EQ(circles, 6u);  // 3 frontiers x 2 series
+
+    // The two-model projection: a base CSV of a "2-layer" model far faster per token (so the
+    // difference gives a positive per-layer time despite timing noise).
+    const std::string base = test::temp_dir() + "/base.csv";
+    {
+        std::ofstream b(base);
+        b << "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps\n";
+        for (const auto& row : rows) {
+            b << row.at("ctx_tokens") << ",64," << 20 * row.at("prefill_tps") << ",4,"
+              << 20 * row.at("gen_tps") << "\n";
+        }
+    }
+    const std::string csv = test::temp_dir() + "/walk.csv";
+    const run_out r2 = run_bench("-m " + bench_model() + " -t 2 --prompt-file " + text_file() +
+                                 " --ctx-start 64 --ctx-max 64 --gen-tokens 4 --read-mb 64"
+                                 " --project-layers 43 --project-base " + base +
+                                 " --project-base-layers 2 --csv " + csv);
+    ASSERT_EQ(r2.rc, 0) << r2.err;
+    EXPECT_EQ(r2.out, "");  // the CSV went to the file
+    std::ifstream cf(csv);
+    std::stringstream cs;
+    cs << cf.rdbuf();
+    const csv_table rows2 = parse_csv(cs.str(), &header);
+    ASSERT_EQ(rows2.size(), 1u);
+    // The tiny model has 6 layers: t(43) = t_fixed + 43 t_layer with t_layer = (t6 - t2) / 4,
+    // t_fixed = t6 - 6 t_layer.
+    auto proj = [](double tps6, double tps2) {
+        const double t6 = 1 / tps6, t2 = 1 / tps2, tl = (t6 - t2) / 4;
+        return 1 / (t6 - 6 * tl + 43 * tl);
+    };
+    const auto& row = rows2[0];
+    const double base_pre = 20 * rows[0].at("prefill_tps"), base_gen = 20 * rows[0].at("gen_tps");
+    if (row.at("gen_tps") < base_gen && row.at("prefill_tps") < base_pre) {
+        EXPECT_NE(r2.err.find("difference with the 2-layer CSV"), std::string::npos) << r2.err;
+        EXPECT_NEAR(row.at("proj_gen_tps"), proj(row.at("gen_tps"), base_gen),
+                    0.02 * row.at("proj_gen_tps") + 0.01);
+        EXPECT_NEAR(row.at("proj_prefill_tps"), proj(row.at("prefill_tps"), base_pre),
+                    0.02 * row.at("proj_prefill_tps") + 0.01);
+    }
+}
+
+TEST(BenchSmoke, ChatInputGeometricSteps) {
+    const run_out r = run_bench("-m " + bench_model() + " -t 2 --chat-prompt-file " + text_file() +
+                                " --ctx-start 50 --ctx-max 200 --step-mul 2 --gen-tokens 2"
+                                " --read-mb 64");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::vector<std::string> header;
+    const csv_table rows = parse_csv(r.out, &header);
+    EXPECT_EQ(header, kColumns);
+    ASSERT_EQ(rows.size(), 3u) << r.out;  // 50, 100, 200
+    EXPECT_EQ(rows[0].at("ctx_tokens"), 50);
+    EXPECT_EQ(rows[1].at("ctx_tokens"), 100);
+    EXPECT_EQ(rows[2].at("ctx_tokens"), 200);
+    EXPECT_EQ(rows[2].at("prefill_tokens"), 100);
+}
+
+TEST(BenchSmoke, SubcommandsAndErrors) {
+    run_out r = run_bench("--help");
+    EXPECT_EQ(r.rc, 0);
+    EXPECT_NE(r.out.find("--ctx-start"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("kernels"), std::string::npos) << r.out;
+    r = run_bench("kernels --help");
+    EXPECT_EQ(r.rc, 0) << r.err;
+    r = run_bench("-m " + bench_model() + " --ctx-start 64 --ctx-max 64");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("--prompt-file"), std::string::npos) << r.err;
+    r = run_bench("-m " + bench_model() + " --prompt-file " + text_file() +
+                  " --ctx-start 128 --ctx-max 64");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("--ctx-max"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace magnetar

@@ -1,0 +1,81 @@
+#include "cli/read_bandwidth.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/simd/simd.h"
+#include "core/error.h"
+#include "core/format.h"
+#include "core/thread_pool.h"
+
+namespace magnetar::cli {
+
+namespace {
+
+struct free_deleter {
+    void operator()(void* p) const { std::free(p); }
+};
+
+constexpr size_t kSlice = size_t{1} << 20;  // work unit of one thread
+
+}  // namespace
+
+uint64_t last_level_cache_bytes() {
+    long l3 = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    if (l3 <= 0) {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+        l3 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    }
+    return l3 > 0 ? static_cast<uint64_t>(l3) : uint64_t{32} << 20;
+}
+
+read_bandwidth measure_read_bandwidth(int threads, uint64_t bytes, int passes) {
+    if (bytes == 0) bytes = std::max<uint64_t>(uint64_t{512} << 20, 16 * last_level_cache_bytes());
+    bytes = std::max<uint64_t>(kSlice, bytes / kSlice * kSlice);
+    threads = std::max(1, threads);
+    passes = std::max(1, passes);
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
+    if (!p) throw Error(strfmt("read bandwidth: cannot allocate %s", human_bytes(bytes).c_str()));
+    std::unique_ptr<uint8_t, free_deleter> buf(p);
+    thread_pool pool(threads);
+    // Touch the pages on the threads that read them (first touch places them on their node).
+    pool.parallel_for(static_cast<int64_t>(bytes / kSlice), [&](int64_t b, int64_t e, int) {
+        std::memset(p + static_cast<size_t>(b) * kSlice, 1, static_cast<size_t>(e - b) * kSlice);
+    });
+    std::vector<double> gbs;
+    uint64_t sums[64] = {};
+    for (int i = 0; i <= passes; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pool.parallel_for(static_cast<int64_t>(bytes / kSlice), [&](int64_t b, int64_t e, int th) {
+            sums[th % 64] += cpu::simd::stream_sum(p + static_cast<size_t>(b) * kSlice,
+                                                   static_cast<size_t>(e - b) * kSlice);
+        });
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (i > 0 && s > 0) gbs.push_back(static_cast<double>(bytes) / s * 1e-9);
+    }
+    volatile uint64_t sink = 0;
+    for (uint64_t v : sums) sink = sink + v;
+    std::sort(gbs.begin(), gbs.end());
+    read_bandwidth r;
+    r.bytes = bytes;
+    r.passes = passes;
+    r.threads = threads;
+    if (!gbs.empty()) {
+        const size_t n = gbs.size();
+        r.gbs = n % 2 ? gbs[n / 2] : 0.5 * (gbs[n / 2 - 1] + gbs[n / 2]);
+        r.best_gbs = gbs.back();
+    }
+    return r;
+}
+
+}  // namespace magnetar::cli
