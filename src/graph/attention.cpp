@@ -19,6 +19,7 @@ tensor queries(const chunk_ctx& c, const layer_weights& lw, const backend::rope_
     tensor qr = c.ar.alloc_f32(hp.n_q_lora, c.n);  // [n, q_lora]
     c.be.matmul(weight_tensor(lw.attn_q_a), x, qr);
     c.be.rms_norm(qr, weight_tensor(lw.attn_q_a_norm), qr, hp.n_q_lora, hp.rms_eps);
+    c.tap(qr, "q_lora");
     tensor q = c.ar.alloc_f32(static_cast<int64_t>(hp.n_head) * hp.n_head_dim, c.n);  // [n, H*hd]
     c.be.matmul(weight_tensor(lw.attn_q_b), qr, q);
     c.be.rms_norm(q, tensor{}, q, hp.n_head_dim, hp.rms_eps);
@@ -90,6 +91,7 @@ tensor output(const chunk_ctx& c, const layer_weights& lw, const tensor& o) {
     const int64_t G = hp.n_o_group;
     const int64_t lora = hp.n_o_lora;
     const int64_t gin = hp.o_group_in();
+    c.tap(o, "attn_o");
     tensor z = c.ar.alloc_f32(G * lora, c.n);  // [n, G*o_lora]
     const tensor wa = weight_tensor(lw.attn_output_a);
     for (int64_t g = 0; g < G; ++g) {
@@ -97,6 +99,7 @@ tensor output(const chunk_ctx& c, const layer_weights& lw, const tensor& o) {
         c.be.matmul(view_rows(wa, g * lora, lora), view_cols(o, g * gin, gin),
                     view_cols(z, g * lora, lora));
     }
+    c.tap(z, "attn_o_lora");
     tensor out = c.ar.alloc_f32(hp.n_embd, c.n);  // [n, D]
     c.be.matmul(weight_tensor(lw.attn_output_b), z, out);
     return out;

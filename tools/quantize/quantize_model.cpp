@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -18,6 +17,7 @@
 #include "model/catalogue.h"
 #include "model/hparams.h"
 #include "quant/quantize.h"
+#include "quantize/imatrix.h"
 
 namespace magnetar::quantize_tool {
 
@@ -27,84 +27,14 @@ bool contains(const std::string& s, const char* frag) {
     return s.find(frag) != std::string::npos;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Importance matrices
-// ---------------------------------------------------------------------------------------------
+// Importance per tensor name: the mean squares of each matrix's input columns,
+// [n_mat][n_per_row] (a legacy file's expert entries are one flat [n_per_row * n_mat] vector).
+using importance_map = std::map<std::string, std::vector<float>>;
 
-// GGML's legacy format: int32 entry count, then per entry: int32 name length, name, int32
-// ncall, int32 nval, nval floats (sums scaled by ncall); a trailer may follow.
-imatrix_map load_legacy(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw Error("cannot open imatrix file " + path);
-    auto read_i32 = [&](const char* what) {
-        int32_t v = 0;
-        if (!f.read(reinterpret_cast<char*>(&v), 4))
-            throw Error(strfmt("%s: truncated imatrix (%s)", path.c_str(), what));
-        return v;
-    };
-    imatrix_map out;
-    const int32_t n = read_i32("entry count");
-    if (n < 0 || n > (1 << 20))
-        throw Error(strfmt("%s: implausible imatrix entry count %d", path.c_str(), n));
-    for (int32_t e = 0; e < n; ++e) {
-        const int32_t len = read_i32("name length");
-        if (len <= 0 || len > 4096)
-            throw Error(strfmt("%s: bad name length %d in entry %d", path.c_str(), len, e));
-        std::string name(static_cast<size_t>(len), '\0');
-        if (!f.read(name.data(), len))
-            throw Error(strfmt("%s: truncated imatrix (name of entry %d)", path.c_str(), e));
-        const int32_t ncall = read_i32("ncall");
-        const int32_t nval = read_i32("nval");
-        if (nval <= 0 || nval > (1 << 28))
-            throw Error(strfmt("%s: bad value count %d for %s", path.c_str(), nval, name.c_str()));
-        imatrix_entry ent;
-        ent.values.resize(static_cast<size_t>(nval));
-        if (!f.read(reinterpret_cast<char*>(ent.values.data()),
-                    static_cast<std::streamsize>(nval) * 4)) {
-            throw Error(strfmt("%s: truncated imatrix (values of %s)", path.c_str(), name.c_str()));
-        }
-        if (ncall > 0) {
-            for (float& v : ent.values) v /= static_cast<float>(ncall);
-        }
-        out[name] = std::move(ent);
-    }
-    return out;
-}
-
-// The GGUF format: tensors NAME.in_sum2 [n_per_row, n_mat] and NAME.counts [1, n_mat] (F32).
-imatrix_map load_gguf(const std::string& path) {
-    auto r = gguf::reader::open(path);
-    imatrix_map out;
-    const std::string sfx = ".in_sum2";
-    for (const auto& t : r->tensors()) {
-        if (t.name.size() <= sfx.size() ||
-            t.name.compare(t.name.size() - sfx.size(), sfx.size(), sfx) != 0)
-            continue;
-        const std::string name = t.name.substr(0, t.name.size() - sfx.size());
-        const gguf::tensor_info* c = r->find_tensor(name + ".counts");
-        if (t.type != ggml_type::F32 || !c || c->type != ggml_type::F32) {
-            throw Error(strfmt("%s: %s needs F32 .in_sum2 and .counts tensors", path.c_str(),
-                               name.c_str()));
-        }
-        const int64_t n_per_row = t.ne[0];
-        const int64_t n_mat = t.n_elements() / n_per_row;
-        if (c->n_elements() != n_mat)
-            throw Error(strfmt("%s: %s.counts has %lld entries, expected %lld", path.c_str(),
-                               name.c_str(), static_cast<long long>(c->n_elements()),
-                               static_cast<long long>(n_mat)));
-        const auto* sums = reinterpret_cast<const float*>(r->tensor_data(t));
-        const auto* counts = reinterpret_cast<const float*>(r->tensor_data(*c));
-        imatrix_entry ent;
-        ent.n_mat = n_mat;
-        ent.values.resize(static_cast<size_t>(n_per_row * n_mat));
-        for (int64_t m = 0; m < n_mat; ++m) {
-            for (int64_t i = 0; i < n_per_row; ++i) {
-                ent.values[m * n_per_row + i] =
-                    counts[m] > 0 ? sums[m * n_per_row + i] / counts[m] : 1.0f;
-            }
-        }
-        out[name] = std::move(ent);
-    }
+importance_map load_importance(const std::string& path) {
+    const imatrix::data d = imatrix::read(path);
+    importance_map out;
+    for (const auto& [name, e] : d.entries) out.emplace(name, imatrix::mean_squares(e));
     return out;
 }
 
@@ -235,12 +165,12 @@ file_plan plan_file(const options& o) {
 
 // Importance rows for each matrix of a tensor (null entries: none). Warns about entries of the
 // wrong size.
-std::vector<const float*> importance(const imatrix_map& im, const plan_entry& e, int64_t n_per_row,
-                                     int64_t n_mat, bool quiet) {
+std::vector<const float*> importance(const importance_map& im, const plan_entry& e,
+                                     int64_t n_per_row, int64_t n_mat, bool quiet) {
     std::vector<const float*> out(static_cast<size_t>(n_mat), nullptr);
     const auto it = im.find(e.name);
     if (it == im.end()) return out;
-    const auto& v = it->second.values;
+    const auto& v = it->second;
     const auto n = static_cast<int64_t>(v.size());
     for (int64_t m = 0; m < n_mat; ++m) {
         if (n == n_per_row * n_mat) {
@@ -260,7 +190,7 @@ std::vector<const float*> importance(const imatrix_map& im, const plan_entry& e,
 }
 
 void convert_tensor(const gguf::reader& in, const gguf::tensor_info& t, const plan_entry& e,
-                    const imatrix_map& im, thread_pool& pool, gguf::writer& w, Progress& progress,
+                    const importance_map& im, thread_pool& pool, gguf::writer& w, Progress& progress,
                     bool quiet) {
     const uint8_t* src = in.tensor_data(t);
     if (e.to == e.from) {
@@ -305,15 +235,6 @@ void convert_tensor(const gguf::reader& in, const gguf::tensor_info& t, const pl
 
 }  // namespace
 
-imatrix_map load_imatrix(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw Error("cannot open imatrix file " + path);
-    uint32_t magic = 0;
-    f.read(reinterpret_cast<char*>(&magic), 4);
-    f.close();
-    return magic == gguf::kMagic ? load_gguf(path) : load_legacy(path);
-}
-
 std::vector<plan_entry> make_plan(const options& o) {
     return plan_file(o).entries;
 }
@@ -322,8 +243,21 @@ void run(const options& o) {
     if (o.output.empty() && !o.dry_run) throw Error("quantize: no output path");
     file_plan fp = plan_file(o);
     const gguf::reader& in = *fp.in;
-    imatrix_map im;
-    if (!o.imatrix.empty()) im = load_imatrix(o.imatrix);
+    importance_map im;
+    if (!o.imatrix.empty()) im = load_importance(o.imatrix);
+    // Entries that name no tensor of the model usually mean a collector / model mismatch.
+    size_t unmatched = 0;
+    std::string first_unmatched;
+    for (const auto& [name, v] : im) {
+        if (in.find_tensor(name)) continue;
+        if (unmatched++ == 0) first_unmatched = name;
+    }
+    if (unmatched && !o.quiet) {
+        std::fprintf(stderr,
+                     "quantize: warning: %zu of %zu imatrix entries name no tensor of %s (first: "
+                     "%s)\n",
+                     unmatched, im.size(), o.input.c_str(), first_unmatched.c_str());
+    }
 
     uint64_t in_bytes = 0, out_bytes = 0;
     size_t changed = 0;

@@ -1,9 +1,9 @@
 // `magnetar quantize`: requantizes a DeepSeek V4 GGUF per tensor class, streaming.
 //
-// Owns: the scheme tables (which tensor classes get which type), --keep rules, importance
-// matrix loading (GGML's legacy .imatrix and the GGUF imatrix format) and the streaming
-// rewrite: one tensor at a time, rows dequantized and requantized on a thread pool, written in
-// order with a progress bar. Does not own: the quantization algorithms (quant/quantize.h) or
+// Owns: the scheme tables (which tensor classes get which type), --keep rules, matching
+// importance data to tensors and the streaming rewrite: one tensor at a time, rows dequantized
+// and requantized on a thread pool, written in order with a progress bar. Does not own: the
+// quantization algorithms (quant/quantize.h), importance-matrix files (quantize/imatrix.h) or
 // the container format (gguf/gguf.h).
 #pragma once
 
@@ -23,22 +23,12 @@ struct options {
     // experts and every other matrix-class tensor Q8_0; custom: only the --keep rules.
     // Everything a scheme does not name keeps its type.
     std::string scheme = "q2";
-    std::string imatrix;            // optional importance matrix file
+    std::string imatrix;            // optional importance matrix file (GGUF imatrix or legacy)
     std::vector<std::string> keep;  // "PATTERN" (keep the input type) or "PATTERN=TYPE"
     int n_threads = 0;              // 0: all cores
     bool quiet = false;
     bool dry_run = false;  // print the plan, write nothing
 };
-
-// Importance per tensor name: n_per_row values per matrix (n_mat matrices for expert tensors).
-struct imatrix_entry {
-    std::vector<float> values;  // [n_mat][n_per_row]
-    int64_t n_mat = 1;
-};
-using imatrix_map = std::map<std::string, imatrix_entry>;
-
-// Reads a legacy .imatrix (binary) or GGUF imatrix file. Throws magnetar::Error.
-imatrix_map load_imatrix(const std::string& path);
 
 // One tensor's decision.
 struct plan_entry {
