@@ -542,7 +542,9 @@ TEST(Server, AnthropicMessagesAndCountTokens) {
             if (dd["type"] == "thinking_delta") thinking += dd["thinking"].get<std::string>();
             if (dd["type"] == "text_delta") text += dd["text"].get<std::string>();
         }
-        if (e.event == "message_delta") EXPECT_EQ(d["delta"]["stop_reason"], "tool_use");
+        if (e.event == "message_delta") {
+            EXPECT_EQ(d["delta"]["stop_reason"], "tool_use");
+        }
         if (e.event == "content_block_start" && d["content_block"]["type"] == "tool_use") {
             EXPECT_EQ(d["content_block"]["id"].get<std::string>().rfind("toolu_", 0), 0u);
         }
