@@ -48,10 +48,17 @@ bool timing(const std::string& turn, long* prefilled, long* generated) {
                        generated) == 2;
 }
 
-// The reply text of a turn: after the echoed input line, before the timing line.
-std::string reply(const std::string& turn) {
-    const size_t start = turn.find('\n');
+// The reply text of a turn: after the echoed input line, before the timing line. The line
+// editor may redraw the input before its echo is complete, so the reply starts after the
+// line that ends the last copy of `input` when one is given.
+std::string reply(const std::string& turn, const std::string& input = "") {
     const size_t end = turn.find("prefill: ");
+    size_t from = 0;
+    if (!input.empty() && end != std::string::npos) {
+        const size_t at = turn.rfind(input, end);
+        if (at != std::string::npos) from = at + input.size();
+    }
+    const size_t start = turn.find('\n', from);
     if (start == std::string::npos || end == std::string::npos || end < start) return turn;
     return turn.substr(start + 1, end - start - 1);
 }
@@ -118,7 +125,7 @@ TEST(ChatPty, SaveThenLoadContinuesIdentically) {
         ASSERT_NE(p.expect(kPrompt, 0), std::string::npos) << p.output();
         say(p, "What is a magnetar?");
         EXPECT_NE(say(p, "/save " + file).find("saved 2 turns"), std::string::npos);
-        first = reply(say(p, "Tell me more"));
+        first = reply(say(p, "Tell me more"), "Tell me more");
         p.send("/exit\r");
         EXPECT_EQ(p.wait_exit(), 0);
     }
@@ -130,7 +137,7 @@ TEST(ChatPty, SaveThenLoadContinuesIdentically) {
         long pre = 0, gen = 0;
         ASSERT_TRUE(timing(t, &pre, &gen)) << t;
         EXPECT_LT(pre, 20) << "the loaded session state is reused";
-        EXPECT_EQ(reply(t), first);
+        EXPECT_EQ(reply(t, "Tell me more"), first);
         p.send("/quit\r");
         EXPECT_EQ(p.wait_exit(), 0);
     }
