@@ -105,6 +105,28 @@ json usage_json(const gen_usage& u) {
     return j;
 }
 
+// The end of an OpenAI stream: a usage chunk (when `usage_base`, the stream's chunk header, is
+// not null: include_usage) and the [DONE] line.
+void end_stream(std::string& out, json usage_base, const gen_usage& usage) {
+    if (!usage_base.is_null()) {
+        usage_base["choices"] = json::array();
+        usage_base["usage"] = usage_json(usage);
+        sse_data(out, usage_base);
+    }
+    out += "data: [DONE]\n\n";
+}
+
+// An error after the stream started: an "error" event with a server_error body, then [DONE].
+void stream_error(std::string& out, const std::string& message) {
+    json e = json::object();
+    e["message"] = message;
+    e["type"] = "server_error";
+    json b = json::object();
+    b["error"] = e;
+    sse_event(out, "error", b);
+    out += "data: [DONE]\n\n";
+}
+
 json tool_calls_json(const std::vector<chat::parsed_tool_call>& calls) {
     json arr = json::array();
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -277,22 +299,10 @@ class chat_stream : public stream_formatter {
             chunk(out, d, nullptr);
         }
         chunk(out, json::object(), finish_name(r.finish));
-        if (include_usage_) {
-            json c = base();
-            c["choices"] = json::array();
-            c["usage"] = usage_json(r.usage);
-            sse_data(out, c);
-        }
-        out += "data: [DONE]\n\n";
+        end_stream(out, include_usage_ ? base() : json(), r.usage);
     }
     void error(const std::string& message, std::string& out) override {
-        json e = json::object();
-        e["message"] = message;
-        e["type"] = "server_error";
-        json b = json::object();
-        b["error"] = e;
-        sse_event(out, "error", b);
-        out += "data: [DONE]\n\n";
+        stream_error(out, message);
     }
 
   private:
@@ -333,22 +343,10 @@ class completion_stream : public stream_formatter {
     }
     void finish(const gen_result& r, std::string& out) override {
         chunk(out, "", finish_name(r.finish));
-        if (include_usage_) {
-            json c = base();
-            c["choices"] = json::array();
-            c["usage"] = usage_json(r.usage);
-            sse_data(out, c);
-        }
-        out += "data: [DONE]\n\n";
+        end_stream(out, include_usage_ ? base() : json(), r.usage);
     }
     void error(const std::string& message, std::string& out) override {
-        json e = json::object();
-        e["message"] = message;
-        e["type"] = "server_error";
-        json b = json::object();
-        b["error"] = e;
-        sse_event(out, "error", b);
-        out += "data: [DONE]\n\n";
+        stream_error(out, message);
     }
 
   private:
