@@ -15,6 +15,18 @@ struct block_q8_0 {
 };
 static_assert(sizeof(block_q8_0) == 34, "Q8_0 block size");
 
+// GGML's MXFP4 block: element j of the 32 is the E2M1 code in the low nibble of qs[j] (j < 16)
+// or the high nibble of qs[j - 16]; its value is kMxfp4Values[code] * 2^(e - 128), i.e. the
+// E2M1 magnitude doubled in the table and the E8M0 scale halved.
+struct block_mxfp4 {
+    uint8_t e;       // E8M0 exponent byte
+    uint8_t qs[16];  // codes, see above
+};
+static_assert(sizeof(block_mxfp4) == 17, "MXFP4 block size");
+
+// Doubled E2M1 values by code (bit 3 = sign).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 struct block_q2_K {
     uint8_t scales[QK_K / 16];  // low nibble: scale, high nibble: min, per 16 elements
     uint8_t qs[QK_K / 4];       // 2-bit codes

@@ -2,6 +2,7 @@
 // (same float expression order), which makes them bit-exact.
 #include "quant/dequant.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "quant/blocks.h"
@@ -29,6 +30,19 @@ void dequantize_row_q8_0(const void* src, float* dst, int64_t n) {
     for (int64_t b = 0; b < n / QK8_0; ++b) {
         const float d = fp16_to_f32(x[b].d);
         for (int j = 0; j < QK8_0; ++j) dst[b * QK8_0 + j] = static_cast<float>(x[b].qs[j]) * d;
+    }
+}
+
+void dequantize_row_mxfp4(const void* src, float* dst, int64_t n) {
+    const auto* x = static_cast<const block_mxfp4*>(src);
+    for (int64_t b = 0; b < n / QK_MXFP4; ++b) {
+        // 2^(e - 128) built from its bit pattern; e = 0 and e = 1 are subnormal halves.
+        const int e = x[b].e;
+        const float d = e >= 2 ? std::ldexp(1.0f, e - 128) : (e == 1 ? 0x1p-127f : 0x1p-128f);
+        for (int j = 0; j < 16; ++j) {
+            dst[b * QK_MXFP4 + j] = kMxfp4Values[x[b].qs[j] & 0x0f] * d;
+            dst[b * QK_MXFP4 + j + 16] = kMxfp4Values[x[b].qs[j] >> 4] * d;
+        }
     }
 }
 

@@ -14,5 +14,6 @@ void dequantize_row_q2_K(const void* src, float* dst, int64_t n);
 void dequantize_row_q4_K(const void* src, float* dst, int64_t n);
 void dequantize_row_iq2_xxs(const void* src, float* dst, int64_t n);
 void dequantize_row_q8_K(const void* src, float* dst, int64_t n);
+void dequantize_row_mxfp4(const void* src, float* dst, int64_t n);
 
 }  // namespace magnetar

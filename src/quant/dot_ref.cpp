@@ -3,6 +3,7 @@
 // in double as GGML's scalar fallbacks do.
 #include "quant/dot_ref.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -48,6 +49,25 @@ float dot_q8_0(const void* w, const void* a, int64_t n) {
         int32_t isum = 0;
         for (int j = 0; j < QK8_0; ++j) isum += x[b].qs[j] * y[b].qs[j];
         sum += static_cast<float>(isum) * (fp16_to_f32(x[b].d) * fp16_to_f32(y[b].d));
+    }
+    return sum;
+}
+
+// MXFP4 against Q8_0 (GGML's pairing): per block, the doubled E2M1 values times the int8
+// codes, scaled by 2^(e - 128) and the activation scale.
+float dot_mxfp4(const void* w, const void* a, int64_t n) {
+    const auto* x = static_cast<const block_mxfp4*>(w);
+    const auto* y = static_cast<const block_q8_0*>(a);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / QK_MXFP4; ++b) {
+        int32_t isum = 0;
+        for (int j = 0; j < 16; ++j) {
+            isum += kMxfp4Values[x[b].qs[j] & 0x0f] * y[b].qs[j];
+            isum += kMxfp4Values[x[b].qs[j] >> 4] * y[b].qs[j + 16];
+        }
+        const int e = x[b].e;
+        const float d = e >= 2 ? std::ldexp(1.0f, e - 128) : (e == 1 ? 0x1p-127f : 0x1p-128f);
+        sum += static_cast<float>(isum) * (d * fp16_to_f32(y[b].d));
     }
     return sum;
 }
@@ -170,12 +190,14 @@ ggml_type dot_partner_type(ggml_type weight_type) {
         case ggml_type::BF16:
             return ggml_type::BF16;
         case ggml_type::Q8_0:
+        case ggml_type::MXFP4:
             return ggml_type::Q8_0;
         case ggml_type::Q2_K:
         case ggml_type::Q4_K:
         case ggml_type::IQ2_XXS:
             return ggml_type::Q8_K;
         case ggml_type::Q8_K:
+        case ggml_type::I8:
         case ggml_type::I32:
             break;
     }
@@ -201,7 +223,10 @@ float dot_row_ref(ggml_type wt, const void* w, const void* act, int64_t n) {
             return dot_q4_K(w, act, n);
         case ggml_type::IQ2_XXS:
             return dot_iq2_xxs(w, act, n);
+        case ggml_type::MXFP4:
+            return dot_mxfp4(w, act, n);
         case ggml_type::Q8_K:
+        case ggml_type::I8:
         case ggml_type::I32:
             break;
     }

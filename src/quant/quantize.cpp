@@ -615,6 +615,8 @@ bool can_quantize_to(ggml_type t) {
         case ggml_type::IQ2_XXS:
             return true;
         case ggml_type::Q8_K:
+        case ggml_type::MXFP4:
+        case ggml_type::I8:
         case ggml_type::I32:
             return false;
     }
@@ -662,6 +664,8 @@ size_t quantize_rows(ggml_type t, const float* src, void* dst, int64_t n_rows, i
                 quantize_iq2_xxs_row(x, reinterpret_cast<block_iq2_xxs*>(y), n_per_row, imatrix);
                 break;
             case ggml_type::Q8_K:
+            case ggml_type::MXFP4:
+            case ggml_type::I8:
             case ggml_type::I32:
                 break;
         }

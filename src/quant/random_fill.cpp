@@ -18,6 +18,7 @@
 // fp16 overflow needs rms above about 1e5 and is asserted.
 #include "quant/random_fill.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -117,6 +118,17 @@ void fill_q8_0(Rng& rng, float rms, block_q8_0* y, int64_t nb) {
         const double num = QK8_0 * (7.0 * kFracOne + 6.0 * k);
         const double den = 10.0 * kFracOne * static_cast<double>(ss);
         y[b].d = to_fp16_checked(rms_times_sqrt_ratio(rms, num, den));
+    }
+}
+
+// Random codes; the E8M0 exponent puts the block RMS near `rms` (the doubled-E2M1 codes have
+// an RMS of about 5.9, so 2^(e - 128) ~ rms / 5.9).
+void fill_mxfp4(Rng& rng, float rms, block_mxfp4* y, int64_t nb) {
+    const int e = rms > 0.0f ? 128 + static_cast<int>(std::lround(std::log2(rms / 5.9f))) : 0;
+    const uint8_t eb = static_cast<uint8_t>(std::clamp(e, 0, 254));
+    for (int64_t b = 0; b < nb; ++b) {
+        y[b].e = eb;
+        for (int j = 0; j < 16; ++j) y[b].qs[j] = static_cast<uint8_t>(rng.next_u32() >> 24);
     }
 }
 
@@ -346,6 +358,14 @@ void fill_random_row(ggml_type t, Rng& rng, float rms, void* dst, int64_t n, int
             return;
         case ggml_type::IQ2_XXS:
             fill_iq2_xxs(rng, rms, static_cast<block_iq2_xxs*>(dst), nb);
+            return;
+        case ggml_type::MXFP4:
+            fill_mxfp4(rng, rms, static_cast<block_mxfp4*>(dst), nb);
+            return;
+        case ggml_type::I8:
+            for (int64_t i = 0; i < n; ++i) {
+                static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(rng.next_u32() >> 24);
+            }
             return;
     }
     MAGNETAR_ASSERT(false, "random_fill: unsupported type");

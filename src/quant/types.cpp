@@ -10,7 +10,7 @@ namespace magnetar {
 
 namespace {
 
-// The one table of supported types. Order is irrelevant; lookups scan it (9 entries).
+// The one table of supported types. Order is irrelevant; lookups scan it (11 entries).
 const type_traits kTraits[] = {
     {ggml_type::F32, "f32", 1, 4, false, true, dequantize_row_f32},
     {ggml_type::F16, "f16", 1, 2, false, true, dequantize_row_f16},
@@ -20,6 +20,8 @@ const type_traits kTraits[] = {
     {ggml_type::Q4_K, "q4_K", QK_K, 144, true, false, dequantize_row_q4_K},
     {ggml_type::Q8_K, "q8_K", QK_K, 292, true, false, dequantize_row_q8_K},
     {ggml_type::IQ2_XXS, "iq2_xxs", QK_K, 66, true, false, dequantize_row_iq2_xxs},
+    {ggml_type::MXFP4, "mxfp4", QK_MXFP4, 17, true, false, dequantize_row_mxfp4},
+    {ggml_type::I8, "i8", 1, 1, false, false, nullptr},
     {ggml_type::I32, "i32", 1, 4, false, false, nullptr},
 };
 

@@ -21,12 +21,15 @@ enum class ggml_type : uint32_t {
     Q4_K = 12,
     Q8_K = 15,  // activation partner of the K / IQ quants; never stored in model files
     IQ2_XXS = 16,
+    I8 = 24,      // raw bytes (the V4.1 Engram row264 tables)
     I32 = 26,
     BF16 = 30,
+    MXFP4 = 39,   // OCP MX FP4: E2M1 codes with one E8M0 exponent per 32 (V4.1 routed experts)
 };
 
 constexpr int QK8_0 = 32;  // elements per Q8_0 block
 constexpr int QK_K = 256;  // elements per K-quant / IQ super-block
+constexpr int QK_MXFP4 = 32;  // elements per MXFP4 block
 
 // Dequantize n elements (n a multiple of the block size) from src to float.
 using to_float_fn = void (*)(const void* src, float* dst, int64_t n);

@@ -53,11 +53,42 @@ TEST(TypeTraits, MatchGgml) {
 
 TEST(TypeTraits, UnknownIds) {
     for (uint32_t id :
-         {2u, 3u, 6u, 7u, 9u, 11u, 13u, 14u, 17u, 29u, 31u, 39u, 1000u, 0xffffffffu}) {
+         {2u, 3u, 6u, 7u, 9u, 11u, 13u, 14u, 17u, 29u, 31u, 40u, 1000u, 0xffffffffu}) {
         EXPECT_EQ(find_type_traits(id), nullptr) << id;
     }
     EXPECT_EQ(type_name(2), "type#2");
     EXPECT_EQ(type_name(4000000000u), "type#4000000000");
+}
+
+// MXFP4 (OCP MX): element value = E2M1(code) * 2^(e - 127); GGML stores element j in the low
+// nibble of qs[j] and element j + 16 in the high nibble.
+TEST(TypeTraits, Mxfp4Dequant) {
+    const type_traits* tr = find_type_traits(39);
+    ASSERT_NE(tr, nullptr);
+    EXPECT_EQ(tr->block_elems, 32u);
+    EXPECT_EQ(tr->block_bytes, 17u);
+    uint8_t block[17] = {};
+    block[0] = 127;  // scale 1
+    const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (int j = 0; j < 16; ++j) {
+        const int lo = j;            // element j: code j (sign bit for j >= 8)
+        const int hi = 15 - j;       // element j + 16: code 15 - j
+        block[1 + j] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+    float out[32];
+    tr->to_float(block, out, 32);
+    for (int j = 0; j < 16; ++j) {
+        const float want_lo = (j & 8 ? -1.0f : 1.0f) * e2m1[j & 7];
+        const float want_hi = ((15 - j) & 8 ? -1.0f : 1.0f) * e2m1[(15 - j) & 7];
+        EXPECT_EQ(out[j], want_lo) << j;
+        EXPECT_EQ(out[j + 16], want_hi) << j;
+    }
+    block[0] = 130;  // scale 8
+    tr->to_float(block, out, 32);
+    EXPECT_EQ(out[7], 48.0f);
+    EXPECT_EQ(type_bytes(ggml_type::MXFP4, 2304), 2304u / 32u * 17u);
+    ASSERT_NE(find_type_traits(24), nullptr);  // I8
+    EXPECT_EQ(type_bytes(ggml_type::I8, 264), 264u);
 }
 
 TEST(TypeTraits, TypeBytes) {
