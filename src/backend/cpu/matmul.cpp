@@ -67,8 +67,10 @@ matmul_fn matmul_for(ggml_type t) {
         case ggml_type::Q2_K:
         case ggml_type::Q4_K:
         case ggml_type::IQ2_XXS:
+        case ggml_type::MXFP4:
             return matmul_dequant;
         case ggml_type::Q8_K:
+        case ggml_type::I8:
         case ggml_type::I32:
             return nullptr;
     }
