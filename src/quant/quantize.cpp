@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
+#include "quant/fp8fp4.h"
 #include "quant/iq2_tables.h"
 
 namespace magnetar {
@@ -613,9 +614,9 @@ bool can_quantize_to(ggml_type t) {
         case ggml_type::Q4_K:
         case ggml_type::Q2_K:
         case ggml_type::IQ2_XXS:
+        case ggml_type::MXFP4:
             return true;
         case ggml_type::Q8_K:
-        case ggml_type::MXFP4:
         case ggml_type::I8:
         case ggml_type::I32:
             return false;
@@ -663,8 +664,10 @@ size_t quantize_rows(ggml_type t, const float* src, void* dst, int64_t n_rows, i
             case ggml_type::IQ2_XXS:
                 quantize_iq2_xxs_row(x, reinterpret_cast<block_iq2_xxs*>(y), n_per_row, imatrix);
                 break;
-            case ggml_type::Q8_K:
             case ggml_type::MXFP4:
+                quant::quantize_row_mxfp4(x, reinterpret_cast<block_mxfp4*>(y), n_per_row);
+                break;
+            case ggml_type::Q8_K:
             case ggml_type::I8:
             case ggml_type::I32:
                 break;

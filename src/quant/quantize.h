@@ -15,7 +15,8 @@
 
 namespace magnetar {
 
-// Types quantize_rows can produce: F32, F16, BF16, Q8_0, Q4_K, Q2_K, IQ2_XXS.
+// Types quantize_rows can produce: F32, F16, BF16, Q8_0, Q4_K, Q2_K, IQ2_XXS, MXFP4 (the V4.1
+// rule of quant/fp8fp4.h: power-of-two scale by R6, E2M1 round to nearest even).
 bool can_quantize_to(ggml_type t);
 
 // Whether a type's quantizer uses an importance matrix when one is given (Q4_K, Q2_K, IQ2_XXS;
