@@ -32,6 +32,12 @@ struct engine_options {
     // (Q8_0 / Q8_K, GGML's bytes and speed) by default. true keeps float activations for every
     // product: the path the reference tests compare exactly (ds4's --quality).
     bool exact_matmul = false;
+    // Pipeline across the ranks of an MPI job (docs/distributed.md). Used when this process is
+    // rank 0 of a job of several ranks (`mpirun -np N magnetar ...`); ignored otherwise.
+    // layers: "auto" (balance weight bytes) or one range / count per rank ("0:3,3:8", "3,5").
+    std::string pipeline_layers = "auto";
+    bool pipeline_f32 = false;     // HC state between stages as F32 (default BF16)
+    int64_t pipeline_chunk = 64;   // tokens per pipelined prefill chunk
 };
 
 // Ids of the control tokens front ends use (-1 when the model has no tokenizer).
@@ -58,6 +64,11 @@ struct model_info {
     bool has_tokenizer = false;
     special_tokens special;
     int n_threads = 0;
+    // Pipeline stages (1: single process) and their split, e.g. "2 stages, HC state as
+    // BF16: [rank 0 host: layers 0:4, 10 MiB] [rank 1 ...]".
+    int n_stages = 1;
+    std::string pipeline;
+    uint64_t pipeline_hc_bytes = 0;  // one token's HC state on the wire
 };
 
 // Thinking mode of a rendered chat prompt (protocol §2.1).
@@ -97,6 +108,9 @@ class Engine {
     status tokenize_chat(const std::vector<chat_turn>& turns, think_mode mode, uint64_t n_ctx,
                          std::vector<int32_t>* out, std::string* text = nullptr,
                          bool add_generation_prompt = true) const;
+    // Pipelined engines: sends `bytes` through every stage and back without computing
+    // (`magnetar bench pipeline` measures the hops with it); *seconds receives the trip time.
+    status pipeline_ping(size_t bytes, double* seconds) const;
     // The tokenizer itself (nullptr without one), for in-tree front ends.
     const tokenizer* vocab() const;
 

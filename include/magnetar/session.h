@@ -141,6 +141,8 @@ class Session {
     std::vector<token_logprob> top_logprobs(int k) const;
     double logprob_of(int32_t id) const;
     int32_t sample(sampler& s) const;
+    // Same with per-token parameters (sampler::sample(logits, params)).
+    int32_t sample(sampler& s, const sampling_params& params) const;
 
     // With mtp_logits: draft rows computed by the last eval(). Row j is the draft for the token
     // at position mtp_first_pos() + j + 2, from the main state at mtp_first_pos() + j and the

@@ -4,6 +4,7 @@
 #include "backend/null_backend.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "dist/comm.h"
 #include "chat/renderer.h"
 #include "core/thread_pool.h"
 #include "engine/prompt_tokens.h"
@@ -11,28 +12,6 @@
 
 namespace magnetar {
 
-namespace {
-
-// Per-thread scratch a session of n_ctx tokens needs from the backend.
-backend::limits limits_for(const hparams& hp, int64_t n_ctx) {
-    backend::limits l;
-    l.max_row =
-        std::max<int64_t>({static_cast<int64_t>(hp.n_hc) * hp.n_embd, hp.n_embd, hp.n_q_lora,
-                           hp.o_group_in(), static_cast<int64_t>(hp.n_o_group) * hp.n_o_lora,
-                           hp.n_ff_exp, hp.n_expert, 2 * static_cast<int64_t>(hp.n_head_dim)});
-    int64_t comp = 0;
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        const uint32_t r = hp.compress_ratio(il);
-        if (r == 4)
-            comp = std::max<int64_t>(comp, std::min<int64_t>(n_ctx / 4, hp.n_indexer_top_k));
-        if (r != 0 && r != 4) comp = std::max<int64_t>(comp, n_ctx / r);
-    }
-    l.max_keys = hp.n_swa + comp;
-    l.max_index_rows = n_ctx / 4;
-    return l;
-}
-
-}  // namespace
 
 Engine::Engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 Engine::~Engine() = default;
@@ -53,6 +32,13 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
         return {status_code::model_error, e.what()};
     }
     const hparams& hp = p->m->hp();
+    if (hp.is_v41()) {
+        // The V4.1 graph (graph/forward41, kv/cache41) is not behind the session API yet.
+        return {status_code::model_error,
+                strfmt("%s: DeepSeek V4.1 (%s) models load and validate, but the engine API does "
+                       "not run them yet (see docs/v41.md)",
+                       opts.model_path.c_str(), hp.arch.c_str())};
+    }
     if (hp.n_expert_group > 1) {
         return {
             status_code::model_error,
@@ -87,7 +73,40 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     p->info.n_ctx_train = hp.n_ctx_train;
     p->info.has_mtp = p->m->weights().mtp.has_value();
     p->info.n_threads = n_threads;
+    if (dist::active() && dist::rank() == 0) {
+        if (opts.pipeline_chunk < 1)
+            return {status_code::invalid_argument, "pipeline: chunk must be at least 1 token"};
+        dist::pipeline_options po;
+        po.model_path = opts.model_path;
+        po.mtp_path = opts.mtp_path;
+        po.n_threads = opts.n_threads;
+        po.reference_kernels = opts.reference_kernels;
+        po.exact_matmul = opts.exact_matmul;
+        po.layers = opts.pipeline_layers;
+        po.wire_bf16 = !opts.pipeline_f32;
+        try {
+            p->pipe = std::make_unique<dist::pipeline>(*p->m, po);
+        } catch (const Error& e) {
+            return {status_code::model_error, e.what()};
+        }
+        p->pipe_chunk = opts.pipeline_chunk;
+        p->info.n_stages = p->pipe->n_stages();
+        p->info.pipeline = p->pipe->describe();
+        p->info.pipeline_hc_bytes = static_cast<uint64_t>(hp.n_hc) * hp.n_embd *
+                                    (opts.pipeline_f32 ? 4u : 2u);
+    }
     *out = std::unique_ptr<Engine>(new Engine(std::move(p)));
+    return {};
+}
+
+status Engine::pipeline_ping(size_t bytes, double* seconds) const {
+    if (!impl_->pipe) return {status_code::unsupported, "pipeline_ping: not a pipelined engine"};
+    std::lock_guard<std::mutex> lock(impl_->eval_mutex);
+    try {
+        *seconds = impl_->pipe->ping(bytes);
+    } catch (const Error& e) {
+        return {status_code::internal, e.what()};
+    }
     return {};
 }
 
@@ -176,24 +195,32 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
     s->opts = opts;
     s->opts.chunk_size = std::min(opts.chunk_size, opts.n_ctx);
     backend::backend& be = *impl_->be;
-    s->cache = std::make_unique<kv::cache>(be, hp, opts.n_ctx, impl_->info.has_mtp);
-    be.reserve(limits_for(hp, opts.n_ctx));
+    uint32_t l0 = 0, l1 = hp.n_layer;
+    if (impl_->pipe) {
+        if (opts.mtp_logits) {
+            return {status_code::unsupported,
+                    "session: MTP draft logits are not available in a pipelined (MPI) run"};
+        }
+        // Rank 0 holds the first stage; chunks are cut to the pipeline chunk as well.
+        l0 = impl_->pipe->local_range().first;
+        l1 = impl_->pipe->local_range().second;
+        s->opts.chunk_size = std::min(s->opts.chunk_size, impl_->pipe_chunk);
+        try {
+            s->dist_id = impl_->pipe->create_session(s->opts.n_ctx, s->opts.chunk_size,
+                                                     opts.checkpoint_interval, opts.max_checkpoints);
+        } catch (const Error& e) {
+            return {status_code::internal, e.what()};
+        }
+        s->remote_logits = !opts.all_logits;
+        s->hc.resize(static_cast<size_t>(s->opts.chunk_size) * hp.n_hc * hp.n_embd);
+    }
+    s->cache = std::make_unique<kv::cache>(be, hp, opts.n_ctx, impl_->info.has_mtp, l0, l1);
+    be.reserve(graph::scratch_limits(hp, opts.n_ctx));
 
     // Size the scratch arena: the forward pass of the largest chunk, with every optional
     // output on, run against a backend that executes nothing.
-    {
-        backend::null_backend nb;
-        graph::forward probe(*impl_->m, nb);
-        arena measuring = arena::measuring();
-        graph::chunk_request req;
-        req.p0 = 1;  // a resumed chunk: the MTP block then has one row per token
-        req.n = s->opts.chunk_size;
-        req.logits_all = true;
-        req.mtp = impl_->info.has_mtp;
-        req.mtp_logits = impl_->info.has_mtp;
-        probe.run(req, *s->cache, measuring, nullptr);
-        s->arena_bytes = measuring.peak();
-    }
+    s->arena_bytes = graph::measure_arena(*impl_->m, *s->cache, s->opts.chunk_size, l0, l1,
+                                          s->cache->has_mtp());
     s->arena_buffer = be.alloc_buffer(s->arena_bytes);
     s->ar = arena(s->arena_buffer, s->arena_bytes);
     s->fwd = std::make_unique<graph::forward>(*impl_->m, be);

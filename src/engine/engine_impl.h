@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/arena.h"
+#include "dist/pipeline.h"
 #include "graph/forward.h"
 #include "kv/kv_cache.h"
 #include "magnetar/engine.h"
@@ -22,6 +23,9 @@ struct Engine::impl {
     std::unique_ptr<backend::cpu_backend> be;
     std::unique_ptr<tokenizer> vocab;  // null when the file has no tokenizer.ggml.* keys
     model_info info;
+    // Rank 0 of an MPI job: the other stages (null in a single process).
+    std::unique_ptr<dist::pipeline> pipe;
+    int64_t pipe_chunk = 0;
     // One evaluation at a time on the shared backend.
     mutable std::mutex eval_mutex;
 };
@@ -68,6 +72,18 @@ struct Session::impl {
     // Runs tokens as chunks ending at absolute multiples of chunk_size (and of the checkpoint
     // interval), taking the automatic checkpoints. Caller holds the eval mutex.
     status eval_locked(std::span<const int32_t> toks, const eval_options& o);
+    // eval_locked() of a pipelined session: rank 0's layers here, the rest on the other ranks.
+    status eval_pipelined(std::span<const int32_t> toks, const eval_options& o);
+
+    // Pipelined sessions: the id on the other ranks, and where the logits are. Without
+    // all_logits the next-token row stays on the last stage (remote_logits) until logits() is
+    // asked for; argmax comes with every answer.
+    int32_t dist_id = -1;
+    bool remote_logits = false;
+    bool logits_fetched = false;
+    int32_t remote_argmax = 0;
+    std::vector<float> hc;  // rank 0's output state of one chunk [chunk, n_hc*D]
+    void fetch_logits();
     void take_checkpoint();
     void restore_checkpoint(const checkpoint& cp);
     std::span<const float> last_logits() const;

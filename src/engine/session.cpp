@@ -28,6 +28,20 @@ void name_dump_sink::rows(const std::string& name, int64_t first_pos, int64_t n_
 
 Session::impl::~impl() {
     if (arena_buffer) eng->be->free_buffer(arena_buffer);
+    if (dist_id >= 0) {
+        try {
+            eng->pipe->destroy_session(dist_id);
+        } catch (const Error& e) {
+            std::fprintf(stderr, "magnetar: warning: %s\n", e.what());
+        }
+    }
+}
+
+void Session::impl::fetch_logits() {
+    if (!remote_logits || logits_fetched) return;
+    eng->pipe->fetch_logits(dist_id, logits.data());
+    n_logit_rows = 1;
+    logits_fetched = true;
 }
 
 Session::Session(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -53,6 +67,7 @@ int64_t Session::n_mtp_rows() const {
 }
 
 std::span<const float> Session::logits() const {
+    impl_->fetch_logits();
     return impl_->last_logits();
 }
 
@@ -71,6 +86,7 @@ std::span<const float> Session::mtp_logits_at(int64_t j) const {
 void Session::reset() {
     std::lock_guard<std::mutex> lock(impl_->eng->eval_mutex);
     impl_->cache->clear_small();
+    if (impl_->eng->pipe) impl_->eng->pipe->clear(impl_->dist_id);
     impl_->checkpoints.clear();
     impl_->tokens.clear();
     impl_->n_past = 0;
@@ -118,7 +134,79 @@ status Session::eval(std::span<const int32_t> tokens, const eval_options& opts) 
     return s.eval_locked(tokens, opts);
 }
 
+status Session::impl::eval_pipelined(std::span<const int32_t> toks, const eval_options& o) {
+    dist::pipeline& pipe = *eng->pipe;
+    const int64_t n = static_cast<int64_t>(toks.size());
+    const uint32_t n_vocab = eng->info.n_vocab;
+    const int64_t target = n_past + n;
+    const int64_t base = n_past;
+    if (opts.all_logits) {
+        if (logits.size() < static_cast<size_t>(n) * n_vocab)
+            logits.resize(static_cast<size_t>(n) * n_vocab);
+        n_logit_rows = 0;
+    }
+    n_mtp_rows = 0;
+    mtp_first_pos = n_past > 0 ? n_past - 1 : 0;
+    logits_fetched = false;
+    // Answers arrive in order; each one finishes a chunk on every stage.
+    int64_t answered = n_past;
+    std::vector<int64_t> ends;  // n_past after each chunk sent
+    size_t next_end = 0;
+    pipe.on_reply = [&](const dist::eval_reply& r) {
+        answered = ends[next_end++];
+        remote_argmax = r.argmax;
+        if (opts.all_logits) n_logit_rows = answered - base;
+        if (o.progress) o.progress(answered, target);
+    };
+    graph::dump_sink* dsink = sink.fn && !sink.patterns.empty() ? &sink : nullptr;
+    const int64_t every = opts.checkpoint_interval;
+    const uint32_t flags = (opts.all_logits ? dist::eval_logits_all : 0u) |
+                           (cache->has_mtp() || eng->info.has_mtp ? dist::eval_mtp : 0u);
+    status st;
+    try {
+        for (int64_t off = 0; off < n;) {
+            if (o.cancel && o.cancel()) {
+                st = {status_code::cancelled,
+                      strfmt("eval: cancelled at position %lld", static_cast<long long>(n_past))};
+                break;
+            }
+            // Chunks end at absolute multiples of the (pipeline) chunk size and of the
+            // checkpoint interval, as in a single process, so every stage checkpoints at the
+            // same positions.
+            int64_t end = (n_past / opts.chunk_size + 1) * opts.chunk_size;
+            if (every > 0) end = std::min(end, (n_past / every + 1) * every);
+            graph::chunk_request req;
+            req.p0 = n_past;
+            req.n = std::min(end, target) - n_past;
+            req.tokens = toks.data() + off;
+            req.layer_begin = cache->layer_begin();
+            req.layer_end = cache->layer_end();
+            req.hc_out = hc.data();
+            fwd->run(req, *cache, ar, dsink);
+            eng->be->synchronize();
+            float* dst = opts.all_logits ? logits.data() + static_cast<size_t>(off) * n_vocab
+                                         : nullptr;
+            const size_t dst_floats =
+                opts.all_logits ? static_cast<size_t>(req.n) * n_vocab : 0;
+            n_past += req.n;
+            ends.push_back(n_past);
+            pipe.send_eval(dist_id, req.p0, req.n, req.tokens, hc.data(), flags, dst, dst_floats);
+            tokens.insert(tokens.end(), req.tokens, req.tokens + req.n);
+            off += req.n;
+            if (every > 0 && n_past % every == 0) take_checkpoint();
+        }
+        pipe.wait_all();
+    } catch (const Error& e) {
+        pipe.on_reply = nullptr;
+        return {status_code::internal, e.what()};
+    }
+    pipe.on_reply = nullptr;
+    if (!opts.all_logits) n_logit_rows = 1;
+    return st;
+}
+
 status Session::impl::eval_locked(std::span<const int32_t> toks, const eval_options& o) {
+    if (eng->pipe) return eval_pipelined(toks, o);
     const int64_t n = static_cast<int64_t>(toks.size());
     const uint32_t n_vocab = eng->info.n_vocab;
     const int64_t target = n_past + n;
@@ -202,14 +290,27 @@ void Session::impl::take_checkpoint() {
     }
     cp.pos = n_past;
     cache->save_small(cp.small);
-    const std::span<const float> l = last_logits();
-    cp.logits.assign(l.begin(), l.end());
+    if (eng->pipe) {
+        cp.logits.clear();  // the last stage keeps the logits row of its checkpoint
+    } else {
+        const std::span<const float> l = last_logits();
+        cp.logits.assign(l.begin(), l.end());
+    }
     checkpoints.push_back(std::move(cp));
 }
 
 void Session::impl::restore_checkpoint(const checkpoint& cp) {
     cache->load_small(cp.small);
-    std::copy(cp.logits.begin(), cp.logits.end(), logits.begin());
+    if (eng->pipe) {
+        remote_argmax = eng->pipe->restore(dist_id, cp.pos);
+        if (remote_logits) {
+            logits_fetched = false;
+        } else {
+            eng->pipe->fetch_logits(dist_id, logits.data());
+        }
+    } else {
+        std::copy(cp.logits.begin(), cp.logits.end(), logits.begin());
+    }
     n_logit_rows = 1;
     n_mtp_rows = 0;
     n_past = cp.pos;
@@ -257,6 +358,7 @@ status Session::sync(std::span<const int32_t> toks, const eval_options& opts,
             start = s.n_past;
         } else {
             s.cache->clear_small();
+            if (s.eng->pipe) s.eng->pipe->clear(s.dist_id);
             s.checkpoints.clear();
             s.tokens.clear();
             s.n_past = 0;
@@ -291,6 +393,13 @@ status Session::checkpoint() {
     if (s.n_past == 0) return {status_code::invalid_argument, "checkpoint: empty timeline"};
     std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
     s.take_checkpoint();
+    if (s.eng->pipe) {
+        try {
+            s.eng->pipe->checkpoint(s.dist_id);
+        } catch (const Error& e) {
+            return {status_code::internal, e.what()};
+        }
+    }
     return {};
 }
 
@@ -340,6 +449,10 @@ status Session::save_payload(std::vector<uint8_t>* out) const {
 status Session::save_payload(const byte_sink& sink) const {
     const impl& s = *impl_;
     if (s.n_past == 0) return {status_code::invalid_argument, "save_payload: empty timeline"};
+    if (s.eng->pipe) {
+        return {status_code::unsupported,
+                "save_payload: session snapshots are not supported in a pipelined (MPI) run yet"};
+    }
     std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
     try {
         kv::write_payload(*s.eng->be, s.eng->m->hp(), *s.cache, s.opts.chunk_size, s.tokens,
@@ -364,6 +477,10 @@ status Session::load_payload(std::span<const uint8_t> bytes) {
 
 status Session::load_payload(const byte_source& source, uint64_t size) {
     impl& s = *impl_;
+    if (s.eng->pipe) {
+        return {status_code::unsupported,
+                "load_payload: session snapshots are not supported in a pipelined (MPI) run yet"};
+    }
     std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
     s.checkpoints.clear();
     s.n_mtp_rows = 0;
@@ -385,10 +502,13 @@ status Session::load_payload(const byte_source& source, uint64_t size) {
 }
 
 int32_t Session::argmax() const {
+    if (impl_->remote_logits) return impl_->remote_argmax;
     return sampler::argmax(logits());
 }
 
 std::vector<token_logprob> Session::top_logprobs(int k) const {
+    if (impl_->remote_logits && !impl_->logits_fetched)
+        return impl_->eng->pipe->top_logprobs(impl_->dist_id, k);
     std::vector<token_logprob> out;
     magnetar::top_logprobs(logits(), k, out);
     return out;
@@ -397,11 +517,21 @@ std::vector<token_logprob> Session::top_logprobs(int k) const {
 double Session::logprob_of(int32_t id) const {
     MAGNETAR_ASSERT(id >= 0 && static_cast<uint32_t>(id) < n_vocab(),
                     "logprob_of: id outside the vocabulary");
+    if (impl_->remote_logits && !impl_->logits_fetched)
+        return impl_->eng->pipe->logprob_of(impl_->dist_id, id);
     return token_logprob_of(logits(), id);
 }
 
 int32_t Session::sample(sampler& smp) const {
-    return smp.sample(logits());
+    return sample(smp, smp.params());
+}
+
+int32_t Session::sample(sampler& smp, const sampling_params& params) const {
+    // Pipelined: the last stage draws with this sampler's generator state, so the sequence of
+    // draws is the one a single process makes.
+    if (impl_->remote_logits && !impl_->logits_fetched)
+        return impl_->eng->pipe->sample(impl_->dist_id, smp, params);
+    return smp.sample(logits(), params);
 }
 
 status Session::read_state(const std::string& name, std::vector<float>* data,
@@ -412,6 +542,10 @@ status Session::read_state(const std::string& name, std::vector<float>* data,
     if (std::sscanf(name.c_str(), "blk.%u.%31s", &il, what) != 2 || il >= s.eng->info.n_layer) {
         return {status_code::invalid_argument,
                 strfmt("read_state: unknown state '%s'", name.c_str())};
+    }
+    if (il < s.cache->layer_begin() || il >= s.cache->layer_end()) {
+        return {status_code::unsupported,
+                strfmt("read_state: layer %u is held by another pipeline stage", il)};
     }
     const kv::layer_state& st = s.cache->layer(il);
     const std::string w = what;

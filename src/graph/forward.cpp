@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/null_backend.h"
 #include "core/format.h"
 #include "graph/context.h"
 
@@ -232,6 +233,41 @@ void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, con
 // Driver
 // ---------------------------------------------------------------------------------------------
 
+backend::limits scratch_limits(const hparams& hp, int64_t n_ctx) {
+    backend::limits l;
+    l.max_row =
+        std::max<int64_t>({static_cast<int64_t>(hp.n_hc) * hp.n_embd, hp.n_embd, hp.n_q_lora,
+                           hp.o_group_in(), static_cast<int64_t>(hp.n_o_group) * hp.n_o_lora,
+                           hp.n_ff_exp, hp.n_expert, 2 * static_cast<int64_t>(hp.n_head_dim)});
+    int64_t comp = 0;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const uint32_t r = hp.compress_ratio(il);
+        if (r == 4)
+            comp = std::max<int64_t>(comp, std::min<int64_t>(n_ctx / 4, hp.n_indexer_top_k));
+        if (r != 0 && r != 4) comp = std::max<int64_t>(comp, n_ctx / r);
+    }
+    l.max_keys = hp.n_swa + comp;
+    l.max_index_rows = n_ctx / 4;
+    return l;
+}
+
+size_t measure_arena(const model& m, kv::cache& cache, int64_t chunk, uint32_t layer_begin,
+                     uint32_t layer_end, bool mtp) {
+    backend::null_backend nb;
+    forward probe(m, nb);
+    arena measuring = arena::measuring();
+    chunk_request req;
+    req.p0 = 1;  // a resumed chunk: the MTP block then has one row per token
+    req.n = chunk;
+    req.logits_all = true;
+    req.mtp = mtp;
+    req.mtp_logits = mtp;
+    req.layer_begin = layer_begin;
+    req.layer_end = layer_end;
+    probe.run(req, cache, measuring, nullptr);
+    return measuring.peak();
+}
+
 chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
                           dump_sink* dump) const {
     const hparams& hp = m_.hp();
@@ -247,11 +283,17 @@ chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
     be_.upload(c.ids, req.tokens);
     tensor x = ar.alloc_f32(hc_w, req.n);  // [n, n_hc*D] HC state
     tensor t = ar.alloc_f32(hc_w, req.n);  // [n, n_hc*D] scratch state
-    be_.get_rows(weight_tensor(w.token_embd), c.ids, x, static_cast<int>(hp.n_hc));
-    c.tap(view_cols(x, 0, hp.n_embd), "embd");
+    const uint32_t l0 = std::min(req.layer_begin, hp.n_layer);
+    const uint32_t l1 = std::min(req.layer_end, hp.n_layer);
+    if (l0 == 0) {
+        be_.get_rows(weight_tensor(w.token_embd), c.ids, x, static_cast<int>(hp.n_hc));
+        c.tap(view_cols(x, 0, hp.n_embd), "embd");
+    } else {
+        be_.upload(x, req.hc_in);
+    }
 
     const size_t mark = ar.mark();
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    for (uint32_t il = l0; il < l1; ++il) {
         if (req.cancel && *req.cancel && (*req.cancel)()) {
             be_.synchronize();
             chunk_result res;
@@ -263,6 +305,11 @@ chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
         ar.reset(mark);
     }
     c.prefix.clear();
+    if (l1 < hp.n_layer) {
+        // Not the last stage: the HC state goes on to the next one.
+        be_.download(x, req.hc_out);
+        return chunk_result{};
+    }
     const head_weights hw{w.output_hc_fn, w.output_hc_scale, w.output_hc_base, w.output_norm,
                           w.output};
     head(c, hw, x, req.logits_all, req.logits_last, req.logits);

@@ -48,6 +48,15 @@ struct chunk_request {
     // Polled before every layer; true stops the chunk (chunk_result::cancelled). The cache is
     // then partly updated: the caller rolls the small state back (kv::cache::save_small).
     const std::function<bool()>* cancel = nullptr;
+    // Pipeline stage (src/dist): only layers [layer_begin, layer_end) run (layer_end is
+    // clamped to n_layer). The first stage (layer_begin 0) embeds the tokens, a later one
+    // starts from hc_in; the last stage (layer_end n_layer) runs the head and the MTP block,
+    // an earlier one writes its final HC state to hc_out instead. The defaults are the whole
+    // model. tokens are needed by the first stage and by the MTP block.
+    uint32_t layer_begin = 0;
+    uint32_t layer_end = UINT32_MAX;
+    const float* hc_in = nullptr;  // host [n, n_hc*D]
+    float* hc_out = nullptr;       // host [n, n_hc*D]
 };
 
 struct chunk_result {
@@ -55,6 +64,14 @@ struct chunk_result {
     int64_t mtp_rows = 0;
     bool cancelled = false;
 };
+
+// Per-thread backend scratch a session of n_ctx tokens needs (backend::reserve).
+backend::limits scratch_limits(const hparams& hp, int64_t n_ctx);
+
+// Scratch arena bytes for chunks of up to `chunk` tokens over layers [layer_begin, layer_end)
+// with every optional output on: the forward pass run against a backend that executes nothing.
+size_t measure_arena(const model& m, kv::cache& cache, int64_t chunk, uint32_t layer_begin,
+                     uint32_t layer_end, bool mtp);
 
 class forward {
   public:

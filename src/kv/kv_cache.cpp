@@ -12,7 +12,7 @@ namespace {
 
 // Lays the state out with `a` (a measuring arena first, then the real one) and adds the bytes
 // of each tensor to its category.
-void layout(arena& a, const hparams& hp, int64_t n_ctx, bool with_mtp,
+void layout(arena& a, const hparams& hp, int64_t n_ctx, bool with_mtp, uint32_t l0, uint32_t l1,
             std::vector<layer_state>& layers, tensor& mtp_prev_hc, usage& u) {
     const int64_t hd = hp.n_head_dim;
     const int64_t id = hp.n_indexer_head_dim;
@@ -27,6 +27,7 @@ void layout(arena& a, const hparams& hp, int64_t n_ctx, bool with_mtp,
     for (uint32_t il = 0; il < n_states; ++il) {
         layer_state& s = layers[il];
         s.ratio = hp.compress_ratio(il);
+        if (il < hp.n_layer && (il < l0 || il >= l1)) continue;  // another stage's layer
         s.raw = take(u.raw_window_bytes, hd, raw_cap);  // [raw_cap, hd]
         if (s.ratio == 0) continue;
         const int64_t c = hparams::coff(s.ratio);
@@ -46,15 +47,24 @@ void layout(arena& a, const hparams& hp, int64_t n_ctx, bool with_mtp,
 
 }  // namespace
 
-cache::cache(backend::backend& be, const hparams& hp, int64_t n_ctx, bool with_mtp)
-    : be_(be), n_ctx_(n_ctx), with_mtp_(with_mtp) {
+cache::cache(backend::backend& be, const hparams& hp, int64_t n_ctx, bool with_mtp,
+             uint32_t layer_begin, uint32_t layer_end)
+    : be_(be),
+      n_ctx_(n_ctx),
+      with_mtp_(with_mtp),
+      layer_begin_(std::min(layer_begin, hp.n_layer)),
+      layer_end_(std::min(layer_end, hp.n_layer)) {
+    MAGNETAR_ASSERT(layer_begin_ < layer_end_, "kv cache: empty layer range");
+    // The MTP block runs after the head, on the stage that holds the last layer.
+    if (layer_end_ != hp.n_layer) with_mtp_ = false;
     arena probe = arena::measuring();
     usage ignored;
-    layout(probe, hp, n_ctx, with_mtp, layers_, mtp_prev_hc_, ignored);
+    layout(probe, hp, n_ctx, with_mtp_, layer_begin_, layer_end_, layers_, mtp_prev_hc_, ignored);
     buffer_ = be_.alloc_buffer(probe.peak());
     arena real(buffer_, probe.peak());
-    layout(real, hp, n_ctx, with_mtp, layers_, mtp_prev_hc_, usage_);
+    layout(real, hp, n_ctx, with_mtp_, layer_begin_, layer_end_, layers_, mtp_prev_hc_, usage_);
     for (const layer_state& s : layers_) {
+        if (!s.raw) continue;  // held by another stage
         small_.push_back(s.raw);
         if (s.ratio == 0) continue;
         small_.push_back(s.comp_kv);
@@ -76,6 +86,7 @@ cache::~cache() {
 void cache::clear() {
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (layer_state& s : layers_) {
+        if (!s.raw) continue;  // held by another stage
         be_.fill(s.raw, 0.0f);
         if (s.ratio == 0) continue;
         be_.fill(s.comp_rows, 0.0f);
@@ -93,6 +104,7 @@ void cache::clear() {
 void cache::clear_small() {
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (layer_state& s : layers_) {
+        if (!s.raw) continue;  // held by another stage
         be_.fill(s.raw, 0.0f);
         if (s.ratio == 0) continue;
         be_.fill(s.comp_kv, 0.0f);

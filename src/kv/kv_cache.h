@@ -40,8 +40,11 @@ struct usage {
 
 class cache {
   public:
-    // Allocates everything for n_ctx tokens in one backend buffer and clears it.
-    cache(backend::backend& be, const hparams& hp, int64_t n_ctx, bool with_mtp);
+    // Allocates everything for n_ctx tokens in one backend buffer and clears it. A pipeline
+    // stage (src/dist) holds only the layers [layer_begin, layer_end): the others get an empty
+    // layer_state (null tensors) and take no memory; the MTP block belongs to the last stage.
+    cache(backend::backend& be, const hparams& hp, int64_t n_ctx, bool with_mtp,
+          uint32_t layer_begin = 0, uint32_t layer_end = UINT32_MAX);
     ~cache();
     cache(const cache&) = delete;
     cache& operator=(const cache&) = delete;
@@ -61,6 +64,9 @@ class cache {
     void load_small(const std::vector<float>& in);
 
     int64_t n_ctx() const { return n_ctx_; }
+    // The layers held: [layer_begin(), layer_end()).
+    uint32_t layer_begin() const { return layer_begin_; }
+    uint32_t layer_end() const { return layer_end_; }
     // Layer il < n_layer, or the MTP block at il == n_layer.
     layer_state& layer(uint32_t il) { return layers_[il]; }
     bool has_mtp() const { return with_mtp_; }
@@ -72,6 +78,8 @@ class cache {
     backend::backend& be_;
     int64_t n_ctx_;
     bool with_mtp_;
+    uint32_t layer_begin_;
+    uint32_t layer_end_;
     void* buffer_ = nullptr;
     std::vector<layer_state> layers_;
     tensor mtp_prev_hc_;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/pipeline_flags.h"
 #include "cli/command.h"
 #include "cli/common.h"
 #include "cli/token_file.h"
@@ -62,6 +63,7 @@ struct args {
     std::string dump_dir;
     std::string mtp_out;
     int threads = 0;
+    pipeline_flags pipeline;
 };
 
 int run(const args& a) {
@@ -92,8 +94,10 @@ int run(const args& a) {
     eo.mtp_path = a.mtp_model;
     eo.n_threads = a.threads;
     eo.exact_matmul = true;  // the reference comparison path: float activations everywhere
+    apply_pipeline_flags(a.pipeline, eo);
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
+    report_pipeline(engine->info());
     std::unique_ptr<Session> session;
     check(engine->create_session(so, &session));
     const size_t n_vocab = engine->info().n_vocab;
@@ -166,6 +170,7 @@ action setup(CLI::App& sub) {
     sub.add_option("--mtp-out", a->mtp_out,
                    "MTP draft logits [n_positions - 1, n_vocab] (models with MTP)");
     sub.add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
+    add_pipeline_flags(sub, a->pipeline);
     sub.footer("All modes give the same logits. Dump names and file shapes: docs/reference.md.");
     return [a]() { return run(*a); };
 }

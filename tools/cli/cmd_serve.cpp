@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli/pipeline_flags.h"
 #include "cli/command.h"
 #include "cli/common.h"
 #include "magnetar/engine.h"
@@ -22,6 +23,7 @@ struct args {
     int threads = 0;
     server::server_options srv;
     double max_body_mb = 64;
+    pipeline_flags pipeline;
 };
 
 int serve(args& a) {
@@ -41,9 +43,11 @@ int serve(args& a) {
     engine_options eo;
     eo.model_path = resolve_model_path(a.model);
     eo.n_threads = a.threads;
+    apply_pipeline_flags(a.pipeline, eo);
     std::unique_ptr<Engine> engine;
     const status st = Engine::load(eo, &engine);
     if (!st.ok()) throw std::runtime_error(st.message());
+    report_pipeline(engine->info());
 
     server::server srv(*engine, a.srv);
     if (!srv.start()) {
@@ -67,6 +71,7 @@ action setup(CLI::App& sub) {
     sub.add_option("-m,--model", a->model,
                    "Model GGUF (default: $MAGNETAR_MODEL or models/magnetar-tiny.gguf)");
     sub.add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
+    add_pipeline_flags(sub, a->pipeline);
     sub.add_option("-c,--ctx", a->srv.n_ctx, "Context size of the live session (tokens)")
         ->capture_default_str();
     sub.add_option("-n,--tokens", a->srv.default_max_tokens,

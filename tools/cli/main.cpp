@@ -7,6 +7,9 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "dist/comm.h"
+#include "dist/pipeline.h"
+#include "dist/stage.h"
 
 namespace magnetar::cli {
 
@@ -17,7 +20,9 @@ std::vector<command>& command_registry() {
 
 }  // namespace magnetar::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_cli(int argc, char** argv) {
     using namespace magnetar::cli;
     CLI::App app{"magnetar: inference engine for the DeepSeek V4 model family"};
     app.require_subcommand(1);
@@ -55,4 +60,33 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "magnetar: error: %s\n", e.what());
         return 1;
     }
+}
+
+}  // namespace
+
+// Under mpirun with several ranks (docs/distributed.md), rank 0 runs the front end and the
+// first pipeline stage; every other rank serves its stage until rank 0 is done.
+int main(int argc, char** argv) {
+    namespace dist = magnetar::dist;
+    if (dist::launched_multi() && dist::built_with_mpi()) {
+        try {
+            dist::init(&argc, &argv);
+        } catch (const magnetar::Error& e) {
+            std::fprintf(stderr, "magnetar: error: %s\n", e.what());
+            return 1;
+        }
+        if (dist::rank() != 0) {
+            const int rc = dist::run_worker();
+            dist::finalize();
+            return rc;
+        }
+    }
+    const int rc = run_cli(argc, argv);
+    try {
+        dist::pipeline::shutdown_all();
+    } catch (const magnetar::Error& e) {
+        std::fprintf(stderr, "magnetar: error: %s\n", e.what());
+    }
+    dist::finalize();
+    return rc;
 }

@@ -416,7 +416,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         if (r.forced_output) {
             tok = forced_pos < forced.size() ? forced[forced_pos++] : eos;
         } else {
-            tok = smp.sample(session_->logits(), p);
+            tok = session_->sample(smp, p);
         }
         if (tok == eos) {
             finish = finish_reason::stop;
