@@ -18,6 +18,8 @@ const char* tensor_role_name(tensor_role r) {
         case tensor_role::routed_expert: return "routed experts";
         case tensor_role::hash_table: return "hash tables";
         case tensor_role::mtp: return "mtp";
+        case tensor_role::engram: return "engram";
+        case tensor_role::dspark: return "dspark";
     }
     return "?";
 }
@@ -29,6 +31,10 @@ const char* dtype_class_name(dtype_class c) {
         case dtype_class::matrix: return "f32/f16/bf16/q8_0/q4_K/q2_K/iq2_xxs";
         case dtype_class::routed_expert: return "iq2_xxs/q2_K/q4_K/q8_0/f32/f16/bf16";
         case dtype_class::i32: return "i32";
+        case dtype_class::norm_f32_bf16: return "f32/bf16";
+        case dtype_class::dense: return "bf16/f32/f16/q8_0";
+        case dtype_class::routed_expert_v41: return "mxfp4/iq2_xxs/q2_K/q4_K/q8_0/f32/f16/bf16";
+        case dtype_class::engram_table: return "i8 (row264) or q8_0";
     }
     return "?";
 }
@@ -43,11 +49,25 @@ bool dtype_class_accepts(dtype_class c, ggml_type t) {
         case dtype_class::matrix:
         case dtype_class::routed_expert: return is_float || is_weight_quant;
         case dtype_class::i32: return t == ggml_type::I32;
+        case dtype_class::norm_f32_bf16: return t == ggml_type::F32 || t == ggml_type::BF16;
+        case dtype_class::dense: return is_float || t == ggml_type::Q8_0;
+        case dtype_class::routed_expert_v41: return is_float || is_weight_quant || t == ggml_type::MXFP4;
+        case dtype_class::engram_table: return t == ggml_type::I8 || t == ggml_type::Q8_0;
     }
     return false;
 }
 
+std::vector<int64_t> expected_shape(const tensor_spec& spec, ggml_type t) {
+    if (spec.dtype == dtype_class::engram_table && t == ggml_type::Q8_0 && !spec.ne.empty()) {
+        std::vector<int64_t> ne = spec.ne;
+        ne[0] = spec.ne[0] / 33 * 32;  // ED + ED/32 bytes -> ED values
+        return ne;
+    }
+    return spec.ne;
+}
+
 std::string layer_prefix(const hparams& hp, uint32_t il) {
+    if (hp.is_v41()) return strfmt("blk.%u.", il);
     return il < hp.n_layer ? strfmt("blk.%u.", il) : std::string("mtp.0.");
 }
 
@@ -148,6 +168,7 @@ struct builder {
 }  // namespace
 
 std::vector<tensor_spec> tensor_catalogue(const hparams& hp, bool with_mtp) {
+    if (hp.is_v41()) return tensor_catalogue_v41(hp, with_mtp);
     std::vector<tensor_spec> out;
     builder b{hp, out};
     const int64_t D = hp.n_embd;
@@ -166,6 +187,7 @@ std::vector<tensor_spec> tensor_catalogue(const hparams& hp, bool with_mtp) {
 }
 
 std::vector<tensor_spec> mtp_catalogue(const hparams& hp) {
+    if (hp.is_v41()) return tensor_catalogue_v41(hp, true, true);
     std::vector<tensor_spec> out;
     builder b{hp, out};
     b.mtp_extra();

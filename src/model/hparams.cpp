@@ -106,6 +106,14 @@ uint32_t hparams::count_layers_with_ratio(uint32_t ratio) const {
 }
 
 void hparams::validate() const {
+    if (is_v41()) {
+        validate_v41();
+    } else {
+        validate_v4();
+    }
+}
+
+void hparams::validate_v4() const {
     auto fail = [&](const char* field, const std::string& what) {
         throw Error(strfmt("hyper-parameter %s.%s: %s", arch.c_str(), field, what.c_str()));
     };
@@ -195,8 +203,11 @@ hparams read_hparams(const gguf::reader& f) {
     const value* archv = f.find("general.architecture");
     if (!archv) key_error(f, "general.architecture", "required key is missing");
     if (archv->type != value_type::string) key_error(f, "general.architecture", "expected a string");
+    if (archv->s == kArchDeepseek41) return read_hparams_v41(f);
     if (archv->s != kArchDeepseek4) {
-        key_error(f, "general.architecture", strfmt("expected '%s', got '%s'", kArchDeepseek4, archv->s.c_str()));
+        key_error(f, "general.architecture",
+                  strfmt("expected '%s', got '%s' (supported architectures: %s, %s)", kArchDeepseek4,
+                         archv->s.c_str(), kArchDeepseek4, kArchDeepseek41));
     }
     hparams hp;
     const std::string a = archv->s;
@@ -247,6 +258,10 @@ hparams read_hparams(const gguf::reader& f) {
 }
 
 void write_hparams(gguf::writer& w, const hparams& hp) {
+    if (hp.is_v41()) {
+        write_hparams_v41(w, hp);
+        return;
+    }
     const std::string& a = hp.arch;
     w.set("general.architecture", value::make_string(a));
     if (!hp.name.empty()) w.set("general.name", value::make_string(hp.name));

@@ -1,8 +1,12 @@
-// DeepSeek V4 hyper-parameters: the typed form of the `deepseek4.*` GGUF metadata.
+// DeepSeek V4 and V4.1 hyper-parameters: the typed form of the `deepseek4.*` and
+// `deepseek41.*` GGUF metadata.
 //
 // Owns: the key names, reading them with the project's type rules (spec model.md §3.2 and
-// §12.7), internal-consistency validation, writing them back (generator, quantizer), and the
-// named presets (Flash, Pro and the small synthetic shapes used by tests and benchmarks).
+// §12.7; for V4.1 spec v41.md §2.4 with its key aliases, read in hparams_v41.cpp),
+// internal-consistency validation (for V4.1 the C1-C8 rules of v41.md §1.3), the derived V4.1
+// layer roles (attention mode, KV / index sources), the Engram bucket primes and offsets
+// (v41.md §3.9.2), writing the keys back (generator, quantizer), and the named presets (Flash,
+// Pro, V4.1 Flash and the small synthetic shapes used by tests and benchmarks).
 // Does not own: tensor names and shapes (catalogue.h) or tokenizer keys.
 //
 // No shape is hard-coded: any internally consistent shape loads through the same code, so the
@@ -21,6 +25,67 @@ class writer;
 namespace magnetar {
 
 constexpr const char* kArchDeepseek4 = "deepseek4";
+constexpr const char* kArchDeepseek41 = "deepseek41";
+
+// Attention mode of a V4.1 layer (spec v41.md §1.2-§1.3). DSpark stages (il >= n_layer) are
+// window-only blocks with their own MoE size.
+enum class layer_mode : uint8_t {
+    swa_only,  // ratio 0 backbone layer: sliding window only
+    full,      // KV source: own compressor and index keys (and index query); maybe candidate source
+    reindex,   // index source that is not a KV source: own index query over the source's keys
+    reuse,     // reads KV and top-k of earlier layers; own q and window KV only
+    dspark,    // DSpark draft stage
+};
+const char* layer_mode_name(layer_mode m);
+
+// Engram (spec v41.md §3.9). Per-Engram-layer arrays are in layer_ids order.
+struct engram_hparams {
+    std::vector<uint32_t> layer_ids;          // engram.layer_ids (backbone layers)
+    std::vector<uint64_t> num_embeddings;     // engram.num_embeddings: table rows per layer
+    uint32_t vocab_size = 0;                  // engram.vocab_size: prime search start
+    uint32_t max_ngram = 0;                   // engram.max_ngram_size (N)
+    uint32_t n_head = 0;                      // engram.head_count (EH)
+    uint32_t head_dim = 0;                    // engram.key_length (ED)
+    uint32_t compressed_vocab = 0;            // engram.compressed_vocab_size
+    uint32_t pad_id = 0;                      // engram.pad_id: the COMPRESSED pad id
+    std::vector<int32_t> token_map;           // engram.token_map: [n_vocab] compressed ids
+    std::vector<uint64_t> multipliers;        // engram.multipliers: [layer][N] (from the file)
+    std::vector<uint64_t> primes;             // [layer][N-1][EH], recomputed (§3.9.2)
+    std::vector<uint64_t> offsets;            // [layer][(N-1)*EH], recomputed
+
+    uint32_t n_layers() const { return static_cast<uint32_t>(layer_ids.size()); }
+    uint32_t n_col() const { return max_ngram > 0 ? (max_ngram - 1) * n_head : 0; }  // C
+    // Multipliers are 2 v + 1 with v < bound = floor(floor((2^63 - 1) / compressed_vocab) / 2),
+    // at least 1 (§3.9.3).
+    uint64_t multiplier_bound() const;
+    // Bytes of one lossless table row (row264 for ED = 256): ED E4M3 bytes + ED/32 UE8M0 bytes.
+    uint32_t row_bytes() const { return head_dim + head_dim / 32; }
+};
+
+// DSpark draft stages (spec v41.md §3.10).
+struct dspark_hparams {
+    uint32_t block_size = 0;                  // dspark.block_size (B_d)
+    uint32_t noise_token_id = 0;              // dspark.noise_token_id
+    std::vector<uint32_t> target_layers;      // dspark.target_layer_ids (taps: inputs of these)
+    uint32_t markov_rank = 0;                 // dspark.markov_rank (Rm)
+    uint32_t n_expert = 0;                    // dspark.expert_count (0: backbone's)
+    uint32_t n_expert_used = 0;               // dspark.expert_used_count (0: backbone's)
+};
+
+// The V4.1 additions to the V4 hyper-parameters.
+struct v41_hparams {
+    uint32_t n_dspark = 0;                    // nextn_predict_layers: DSpark stages
+    std::vector<uint32_t> kv_sources;         // attention.kv_source_layer_ids
+    std::vector<uint32_t> index_sources;      // attention.index_source_layer_ids
+    int32_t candidate_source = -1;            // attention.candidate_source_layer_id (-1: off)
+    uint32_t candidate_topk_blocks = 0;       // attention.candidate_topk_blocks (NB)
+    uint32_t candidate_block_size = 0;        // attention.candidate_block_size (B)
+    std::string scoring_func = "sqrtsoftplus";// expert_scoring_func
+    float gate_temp = 1.0f;                   // expert_gate_temp (optional)
+    std::vector<float> swiglu_clamp_shexp;    // swiglu_clamp_shexp (optional; empty: none)
+    engram_hparams engram;
+    dspark_hparams dspark;
+};
 
 struct hparams {
     std::string arch = kArchDeepseek4;
@@ -69,7 +134,11 @@ struct hparams {
     float hc_eps = 0;                 // hyper_connection.epsilon
     bool expert_weights_norm = true;  // expert_weights_norm
 
+    // V4.1 only (arch == deepseek41); default-constructed for V4.
+    v41_hparams v41;
+
     // ---- derived helpers ----
+    bool is_v41() const { return arch == kArchDeepseek41; }
     uint32_t compress_ratio(uint32_t il) const { return il < n_layer ? compress_ratios[il] : 0; }
     bool is_hash_layer(uint32_t il) const { return il < n_hash_layer; }
     uint32_t n_nope() const { return n_head_dim - n_rot; }
@@ -81,16 +150,60 @@ struct hparams {
     uint32_t n_hc_mix() const { return (2 + n_hc) * n_hc; }  // HC mixer outputs (24)
     uint32_t count_layers_with_ratio(uint32_t ratio) const;
 
+    // ---- V4.1 layer roles (spec v41.md §1.3); il counts DSpark stages from n_layer on ----
+    uint32_t n_dspark() const { return v41.n_dspark; }
+    bool is_dspark(uint32_t il) const { return il >= n_layer; }
+    bool is_kv_source(uint32_t il) const;
+    bool is_index_source(uint32_t il) const;
+    bool owns_index_k(uint32_t il) const { return is_index_source(il) && is_kv_source(il); }
+    bool is_candidate_src(uint32_t il) const;
+    bool uses_candidates(uint32_t il) const;
+    // max{s in kv_sources : s <= il} for ratio > 0 layers, -1 otherwise.
+    int32_t kv_source(uint32_t il) const;
+    // max{s in index_sources : s <= il} for ratio > 0 layers, -1 otherwise.
+    int32_t index_source(uint32_t il) const;
+    layer_mode mode(uint32_t il) const;
+    // Backbone layers (il < n_layer) of a mode; dspark counts the stages.
+    uint32_t count_mode(layer_mode m) const;
+    // Position of il in engram.layer_ids, -1 when il has no Engram.
+    int32_t engram_index(uint32_t il) const;
+    uint32_t dspark_n_expert() const { return v41.dspark.n_expert ? v41.dspark.n_expert : n_expert; }
+    uint32_t dspark_n_expert_used() const {
+        return v41.dspark.n_expert_used ? v41.dspark.n_expert_used : n_expert_used;
+    }
+
     // Throws magnetar::Error naming the first inconsistent field (expected vs got).
+    // For V4.1 this enforces C1-C8 of spec v41.md §1.3, checks the Engram primes, offsets,
+    // multipliers and token map (when present; read_hparams requires it), §9.11.
     void validate() const;
+
+private:
+    void validate_v4() const;
+    void validate_v41() const;
 };
 
-// Reads and validates the deepseek4.* keys. Throws magnetar::Error naming the key, with the
-// expected and found type or value, for any missing or bad key.
+// Engram bucket primes (spec v41.md §3.9.2): for each of n_layers Engram layers and each
+// n-gram size n = 2..max_ngram, n_head primes, each the smallest prime above the previous one
+// (the search restarting at vocab_size - 1 for every n) that no earlier column took.
+// Flat [layer][n-2][head].
+std::vector<uint64_t> engram_primes(uint64_t vocab_size, uint32_t max_ngram, uint32_t n_head,
+                                    size_t n_layers);
+// Per-layer prefix sums of the primes: offset of column c = sum of the layer's columns < c.
+std::vector<uint64_t> engram_offsets(const std::vector<uint64_t>& primes, uint32_t n_col);
+
+// Reads and validates the deepseek4.* or deepseek41.* keys (by general.architecture). Throws
+// magnetar::Error naming the key, with the expected and found type or value, for any missing
+// or bad key.
 hparams read_hparams(const gguf::reader& file);
 
-// Writes general.architecture, general.name and every deepseek4.* key.
+// Writes general.architecture, general.name and every deepseek4.* (or deepseek41.*) key.
 void write_hparams(gguf::writer& w, const hparams& hp);
+
+// The V4.1 halves (hparams_v41.cpp). read_hparams_v41 reads the proposed deepseek41.* keys,
+// falling back to the ds4 HF-named keys (deepseek41.<hf_key>), the deepseek41.config JSON
+// and the vcruz305 engram.* keys; it fails naming the proposed key when no form is present.
+hparams read_hparams_v41(const gguf::reader& file);
+void write_hparams_v41(gguf::writer& w, const hparams& hp);
 
 // ---- presets ----
 hparams preset_flash();  // DeepSeek V4 Flash (spec §2.1)
@@ -104,8 +217,18 @@ hparams preset_tiny();
 // 43 Flash layers, so per-layer timings project honestly to the full model.
 hparams preset_flash_layers(uint32_t n);
 
-// Looks up a preset by name: flash, pro, tiny, tiny-mtp, flash-layers:N. *with_mtp tells
-// whether the preset includes the MTP block. Throws magnetar::Error for unknown names.
+// DeepSeek V4.1 Flash as released (spec v41.md §1.1, released Engram multipliers of §3.9.3).
+// Its Engram token map needs the real tokenizer and is left empty: the preset serves shape and
+// memory accounting, not file generation.
+hparams preset_v41_flash();
+// The V4.1 reference test configuration `v41-tiny` (spec v41.md §6.1-§6.2): 8 layers with every
+// attention mode, two Engram layers, two DSpark stages, vocabulary 512 with the stub token map
+// token_map[t] = t / 2.
+hparams preset_v41_tiny();
+
+// Looks up a preset by name: flash, pro, tiny, tiny-mtp, flash-layers:N, v41-tiny, v41-flash.
+// *with_mtp tells whether the preset includes the MTP block (for V4.1: the DSpark stages).
+// Throws magnetar::Error for unknown names.
 hparams preset_by_name(const std::string& name, bool* with_mtp);
 
 // Names accepted by preset_by_name, for --help texts.

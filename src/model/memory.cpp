@@ -4,7 +4,38 @@
 
 namespace magnetar {
 
+v41_kv_per_token v41_kv_bytes_per_token(const hparams& hp) {
+    v41_kv_per_token k;
+    k.main_entry_bytes = hp.n_head_dim / 2 + hp.n_head_dim / 16;
+    k.index_entry_bytes = hp.n_indexer_head_dim / 2 + hp.n_indexer_head_dim / 32;
+    for (uint32_t s : hp.v41.kv_sources) {
+        const uint32_t r = hp.compress_ratio(s);
+        if (r != 0) k.entries += 1.0 / r;
+    }
+    return k;
+}
+
+namespace {
+
+kv_memory estimate_kv_memory_v41(const hparams& hp, uint64_t ctx, bool with_mtp) {
+    kv_memory m;
+    const v41_kv_per_token k = v41_kv_bytes_per_token(hp);
+    for (uint32_t s : hp.v41.kv_sources) {
+        const uint64_t r = hp.compress_ratio(s);
+        if (r == 0) continue;
+        m.growing_bytes += (ctx / r) * (k.main_entry_bytes + k.index_entry_bytes);
+        if (r > 1) m.frontier_bytes += r * 2 * static_cast<uint64_t>(hp.n_head_dim) * 4;  // (a, b) FP32
+    }
+    const uint64_t window = std::min<uint64_t>(hp.n_swa, ctx);
+    const uint64_t n_windows = hp.n_layer + (with_mtp ? hp.n_dspark() : 0);
+    m.raw_window_bytes = n_windows * window * (hp.n_head_dim + hp.n_head_dim / 32);
+    return m;
+}
+
+}  // namespace
+
 kv_memory estimate_kv_memory(const hparams& hp, uint64_t ctx, uint32_t elem_bytes, bool with_mtp) {
+    if (hp.is_v41()) return estimate_kv_memory_v41(hp, ctx, with_mtp);
     kv_memory m;
     const uint64_t hd = hp.n_head_dim;
     const uint64_t id = hp.n_indexer_head_dim;
@@ -29,6 +60,7 @@ kv_memory estimate_kv_memory(const hparams& hp, uint64_t ctx, uint32_t elem_byte
 }
 
 double kv_bytes_per_token(const hparams& hp, uint32_t elem_bytes) {
+    if (hp.is_v41()) return v41_kv_bytes_per_token(hp).total();
     double per = 0.0;
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const uint32_t r = hp.compress_ratio(il);

@@ -76,6 +76,57 @@ const mtp_slot kMtpSlots[] = {
     {"norm.weight", &mtp_weights::norm},
 };
 
+// Suffix -> member of v41_block_weights.
+struct v41_slot {
+    const char* suffix;
+    weight v41_block_weights::*member;
+};
+
+const v41_slot kV41Slots[] = {
+    {"hc_attn_fn.weight", &v41_block_weights::hc_attn_fn},
+    {"hc_attn_base.weight", &v41_block_weights::hc_attn_base},
+    {"hc_attn_scale.weight", &v41_block_weights::hc_attn_scale},
+    {"attn_norm.weight", &v41_block_weights::attn_norm},
+    {"attn_q_a.weight", &v41_block_weights::attn_q_a},
+    {"attn_q_a_norm.weight", &v41_block_weights::attn_q_a_norm},
+    {"attn_q_b.weight", &v41_block_weights::attn_q_b},
+    {"attn_kv.weight", &v41_block_weights::attn_kv},
+    {"attn_kv_a_norm.weight", &v41_block_weights::attn_kv_a_norm},
+    {"attn_sinks.weight", &v41_block_weights::attn_sinks},
+    {"attn_output_a.weight", &v41_block_weights::attn_output_a},
+    {"attn_output_b.weight", &v41_block_weights::attn_output_b},
+    {"attn_compressor_kv.weight", &v41_block_weights::comp_kv},
+    {"attn_compressor_gate.weight", &v41_block_weights::comp_gate},
+    {"attn_compressor_norm.weight", &v41_block_weights::comp_norm},
+    {"indexer.attn_k.weight", &v41_block_weights::idx_k},
+    {"indexer.k_norm.weight", &v41_block_weights::idx_k_norm},
+    {"indexer.attn_q_b.weight", &v41_block_weights::idx_q_b},
+    {"indexer.proj.weight", &v41_block_weights::idx_proj},
+    {"engram_embd.weight", &v41_block_weights::engram_embd},
+    {"engram_kv.weight", &v41_block_weights::engram_kv},
+    {"engram_q_norm.weight", &v41_block_weights::engram_q_norm},
+    {"engram_k_norm.weight", &v41_block_weights::engram_k_norm},
+    {"hc_ffn_fn.weight", &v41_block_weights::hc_ffn_fn},
+    {"hc_ffn_base.weight", &v41_block_weights::hc_ffn_base},
+    {"hc_ffn_scale.weight", &v41_block_weights::hc_ffn_scale},
+    {"ffn_norm.weight", &v41_block_weights::ffn_norm},
+    {"ffn_gate_inp.weight", &v41_block_weights::ffn_gate_inp},
+    {"exp_probs_b.bias", &v41_block_weights::exp_probs_b},
+    {"exp_probs_b_vl.bias", &v41_block_weights::exp_probs_b_vl},
+    {"ffn_gate_exps.weight", &v41_block_weights::ffn_gate_exps},
+    {"ffn_up_exps.weight", &v41_block_weights::ffn_up_exps},
+    {"ffn_down_exps.weight", &v41_block_weights::ffn_down_exps},
+    {"ffn_gate_shexp.weight", &v41_block_weights::ffn_gate_shexp},
+    {"ffn_up_shexp.weight", &v41_block_weights::ffn_up_shexp},
+    {"ffn_down_shexp.weight", &v41_block_weights::ffn_down_shexp},
+    {"dspark_main_proj.weight", &v41_block_weights::dspark_main_proj},
+    {"dspark_main_norm.weight", &v41_block_weights::dspark_main_norm},
+    {"dspark_norm.weight", &v41_block_weights::dspark_norm},
+    {"dspark_markov_embd.weight", &v41_block_weights::dspark_markov_embd},
+    {"dspark_markov_head.weight", &v41_block_weights::dspark_markov_head},
+    {"dspark_conf.weight", &v41_block_weights::dspark_conf},
+};
+
 struct global_slot {
     const char* name;
     weight model_weights::*member;
@@ -139,9 +190,10 @@ void check_hash_table(const gguf::reader& file, const hparams& hp, const weight&
 
 void check_tensor(const gguf::reader& file, const tensor_spec& spec, const gguf::tensor_info& t) {
     std::vector<int64_t> got(t.ne, t.ne + t.n_dims);
-    if (got != spec.ne) {
+    const std::vector<int64_t> want = expected_shape(spec, t.type);
+    if (got != want) {
         throw Error(strfmt("%s: tensor '%s': wrong shape: expected %s, got %s", file.path().c_str(),
-                           spec.name.c_str(), shape_of(spec.ne).c_str(), shape_of(got).c_str()));
+                           spec.name.c_str(), shape_of(want).c_str(), shape_of(got).c_str()));
     }
     if (!dtype_class_accepts(spec.dtype, t.type)) {
         throw Error(strfmt("%s: tensor '%s': type %s not allowed here (expected %s)",
@@ -163,9 +215,13 @@ std::unique_ptr<model> model::load(const std::string& path, const load_options& 
     if (const gguf::value* toks = f.find("tokenizer.ggml.tokens")) {
         if (toks->type != gguf::value_type::array || toks->arr.size() != hp.n_vocab) {
             throw Error(strfmt("%s: metadata key 'tokenizer.ggml.tokens': expected %u tokens "
-                               "(deepseek4.vocab_size), got %zu",
-                               path.c_str(), hp.n_vocab, toks->arr.size()));
+                               "(%s.vocab_size), got %zu",
+                               path.c_str(), hp.n_vocab, hp.arch.c_str(), toks->arr.size()));
         }
+    }
+    if (hp.is_v41()) {
+        m->bind_v41(opts);
+        return m;
     }
 
     if (!opts.mtp_path.empty()) m->mtp_file_ = gguf::reader::open(opts.mtp_path);
@@ -227,6 +283,94 @@ std::unique_ptr<model> model::load(const std::string& path, const load_options& 
         if (!known.count(t.name)) m->unknown_.push_back(t.name);
     }
     return m;
+}
+
+void model::bind_v41(const load_options& opts) {
+    const gguf::reader& f = *file_;
+    const hparams& hp = hp_;
+    if (!opts.mtp_path.empty()) {
+        throw Error(strfmt("%s: a separate MTP / DSpark file is not supported for %s (the DSpark stages "
+                           "are read from the model file as blk.%u..)",
+                           f.path().c_str(), kArchDeepseek41, hp.n_layer));
+    }
+    // The DSpark stages are bound when the file carries them (a main file may ship without).
+    const std::string probe = layer_prefix(hp, hp.n_layer) + "attn_q_a.weight";
+    const bool with_dspark = hp.n_dspark() > 0 && f.find_tensor(probe) != nullptr;
+    if (opts.require_mtp && !with_dspark) {
+        throw Error(strfmt("%s: no DSpark stages (nextn_predict_layers %u, tensor '%s' %s)", f.path().c_str(),
+                           hp.n_dspark(), probe.c_str(), hp.n_dspark() ? "missing" : "not expected"));
+    }
+
+    v41_weights vw;
+    vw.layers.resize(hp.n_layer);
+    vw.dspark.resize(with_dspark ? hp.n_dspark() : 0);
+    auto block_of = [&](uint32_t il) -> v41_block_weights& {
+        return il < hp.n_layer ? vw.layers[il] : vw.dspark[il - hp.n_layer];
+    };
+    for (uint32_t il = 0; il < hp.n_layer + static_cast<uint32_t>(vw.dspark.size()); ++il) {
+        v41_block_weights& b = block_of(il);
+        b.il = il;
+        b.compress_ratio = hp.compress_ratio(il);
+        b.mode = hp.mode(il);
+        b.engram_index = il < hp.n_layer ? hp.engram_index(il) : -1;
+    }
+
+    std::unordered_set<std::string> known;
+    for (const tensor_spec& spec : tensor_catalogue_v41(hp, with_dspark)) {
+        const gguf::tensor_info* t = f.find_tensor(spec.name);
+        for (size_t a = 0; !t && a < spec.aliases.size(); ++a) t = f.find_tensor(spec.aliases[a]);
+        if (!t) {
+            if (!spec.required) continue;
+            std::string also;
+            for (const auto& a : spec.aliases) also += (also.empty() ? " (nor its alias '" : ", '") + a + "'";
+            if (!also.empty()) also += ")";
+            throw Error(strfmt("%s: tensor '%s' is missing%s (expected shape %s, type %s)", f.path().c_str(),
+                               spec.name.c_str(), also.c_str(), shape_of(spec.ne).c_str(),
+                               dtype_class_name(spec.dtype)));
+        }
+        if (t->name == spec.name) {
+            check_tensor(f, spec, *t);
+        } else {
+            tensor_spec as_named = spec;  // report the name found in the file
+            as_named.name = t->name;
+            check_tensor(f, as_named, *t);
+        }
+        weight* slot = nullptr;
+        if (spec.layer < 0) {
+            for (const auto& s : kGlobalSlots) {
+                if (spec.name == s.name) slot = &(w_.*s.member);
+            }
+        } else {
+            v41_block_weights& b = block_of(static_cast<uint32_t>(spec.layer));
+            for (const auto& s : kV41Slots) {
+                if (spec.suffix == s.suffix) slot = &(b.*s.member);
+            }
+        }
+        MAGNETAR_ASSERT(slot != nullptr, "V4.1 catalogue entry without a binding slot");
+        *slot = bind(f, *t);
+        known.insert(t->name);
+    }
+
+    auto check_block = [&](const v41_block_weights& b) {
+        if (b.ffn_gate_exps.type != b.ffn_up_exps.type) {
+            throw Error(strfmt("%s: layer %u: ffn_gate_exps (%s) and ffn_up_exps (%s) must share one type",
+                               f.path().c_str(), b.il,
+                               std::string(type_name(static_cast<uint32_t>(b.ffn_gate_exps.type))).c_str(),
+                               std::string(type_name(static_cast<uint32_t>(b.ffn_up_exps.type))).c_str()));
+        }
+    };
+    for (const auto& b : vw.layers) check_block(b);
+    for (const auto& b : vw.dspark) check_block(b);
+    // Engram tables (about 100 GB each when released) are read a few rows per token: no
+    // read-around, so a lookup pages in only the rows it reads.
+    for (const auto& b : vw.layers) {
+        if (b.engram_embd) gguf::advise_random_access(b.engram_embd.data, b.engram_embd.n_bytes());
+    }
+    w_.v41 = std::move(vw);
+
+    for (const auto& t : f.tensors()) {
+        if (!known.count(t.name)) unknown_.push_back(t.name);
+    }
 }
 
 }  // namespace magnetar

@@ -1,5 +1,7 @@
-// A loaded DeepSeek V4 model: hyper-parameters plus every weight bound by name to its bytes in
-// the memory-mapped GGUF, validated once at load (name, shape, type class, byte range).
+// A loaded DeepSeek V4 or V4.1 model: hyper-parameters plus every weight bound by name to its
+// bytes in the memory-mapped GGUF, validated once at load (name, shape, type class, byte range).
+// V4 files bind into model_weights::layers / mtp; V4.1 files into model_weights::v41 (the V4
+// per-layer vectors stay empty), with the globals token_embd / output_norm / output shared.
 //
 // After load() succeeds the forward pass never re-checks: every required weight is present with
 // the catalogue's shape, gate/up experts of a layer share one type, matrix rows are whole
@@ -62,19 +64,59 @@ struct mtp_weights {
     layer_weights block;
 };
 
+// One V4.1 block: a backbone layer (il < n_layer) or a DSpark stage (il >= n_layer). Which
+// optional groups are bound follows the layer's role (spec v41.md §1.2, §2.3).
+struct v41_block_weights {
+    uint32_t il = 0;
+    uint32_t compress_ratio = 0;
+    layer_mode mode = layer_mode::swa_only;
+    int32_t engram_index = -1;  // position in engram.layer_ids, -1: no Engram
+
+    // attention half (every block)
+    weight hc_attn_fn, hc_attn_base, hc_attn_scale;
+    weight attn_norm;
+    weight attn_q_a, attn_q_a_norm, attn_q_b;
+    weight attn_kv, attn_kv_a_norm;
+    weight attn_sinks;
+    weight attn_output_a, attn_output_b;
+    // compressor and index keys (KV sources; comp_gate only for ratio > 1)
+    weight comp_kv, comp_gate, comp_norm;
+    weight idx_k, idx_k_norm;
+    // index query (index sources)
+    weight idx_q_b, idx_proj;
+    // Engram (Engram layers): table (I8 row264 or Q8_0), projection, gate weights [D, n_hc]
+    weight engram_embd, engram_kv, engram_q_norm, engram_k_norm;
+    // FFN half (every block; DSpark stages with the DSpark expert count)
+    weight hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
+    weight ffn_norm;
+    weight ffn_gate_inp, exp_probs_b, exp_probs_b_vl;
+    weight ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+    weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+    // DSpark: tap projection and its norm (stage 0); heads (last stage)
+    weight dspark_main_proj, dspark_main_norm;
+    weight dspark_norm, dspark_markov_embd, dspark_markov_head, dspark_conf;
+};
+
+struct v41_weights {
+    std::vector<v41_block_weights> layers;  // backbone, n_layer entries
+    std::vector<v41_block_weights> dspark;  // DSpark stages (empty when the file has none)
+};
+
 struct model_weights {
     weight token_embd;
-    weight output_hc_fn, output_hc_base, output_hc_scale;
+    weight output_hc_fn, output_hc_base, output_hc_scale;  // V4 only
     weight output_norm;
     weight output;
-    std::vector<layer_weights> layers;
-    std::optional<mtp_weights> mtp;
+    std::vector<layer_weights> layers;  // V4
+    std::optional<mtp_weights> mtp;     // V4
+    std::optional<v41_weights> v41;     // V4.1
 };
 
 struct load_options {
     // Separate MTP GGUF (as published); empty: use mtp.0.* tensors of the main file if present.
+    // Not supported for V4.1 (its DSpark stages are read from the main file).
     std::string mtp_path;
-    // Fail if no MTP block can be bound.
+    // Fail if no MTP block (V4.1: no DSpark stages) can be bound.
     bool require_mtp = false;
 };
 
@@ -88,10 +130,14 @@ public:
     const model_weights& weights() const { return w_; }
     const gguf::reader& file() const { return *file_; }
     const gguf::reader* mtp_file() const { return mtp_file_ ? mtp_file_.get() : file_.get(); }
+    // Whether a draft block is bound: the V4 MTP block or the V4.1 DSpark stages.
+    bool has_draft() const { return w_.mtp.has_value() || (w_.v41 && !w_.v41->dspark.empty()); }
     // Tensors of the file(s) that the catalogue does not know (reported by inspect, ignored).
     const std::vector<std::string>& unknown_tensors() const { return unknown_; }
 
 private:
+    void bind_v41(const load_options& opts);
+
     hparams hp_;
     std::unique_ptr<gguf::reader> file_;
     std::unique_ptr<gguf::reader> mtp_file_;
@@ -99,7 +145,7 @@ private:
     std::vector<std::string> unknown_;
 };
 
-// Checks one tensor of `file` against its catalogue entry (shape, dtype class).
+// Checks one tensor of `file` against its catalogue entry (shape for its type, dtype class).
 // Exposed for tests and tools that check a file against a catalogue without loading it all.
 // Throws magnetar::Error for the first problem.
 void check_tensor(const gguf::reader& file, const tensor_spec& spec, const gguf::tensor_info& t);

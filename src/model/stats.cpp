@@ -20,7 +20,7 @@ size_stats compute_size_stats(const model& m) {
     const hparams& hp = m.hp();
     size_stats st;
     st.bytes_by_layer.assign(hp.n_layer, 0);
-    const bool with_mtp = m.weights().mtp.has_value();
+    const bool with_mtp = m.has_draft();
     for (const tensor_spec& spec : tensor_catalogue(hp, with_mtp)) {
         const gguf::reader& src =
             spec.layer == static_cast<int32_t>(hp.n_layer) ? *m.mtp_file() : m.file();

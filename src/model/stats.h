@@ -17,7 +17,7 @@ struct size_stats {
     std::map<tensor_role, uint64_t> bytes_by_role;
     std::map<tensor_role, uint64_t> params_by_role;
     std::vector<uint64_t> bytes_by_layer;  // main layers 0..n_layer-1
-    uint64_t mtp_bytes = 0;
+    uint64_t mtp_bytes = 0;         // the MTP block (V4.1: the DSpark stages)
     uint64_t global_bytes = 0;      // embeddings, head, output HC and norm
 
     // The three-way split of spec §3.4: routed experts, embeddings + head, everything else.

@@ -11,7 +11,7 @@ namespace {
 action setup(CLI::App& sub) {
     struct args {
         std::string preset = "tiny";
-        std::string weights = "f32";
+        std::string weights = "auto";
         uint64_t seed = 1;
         std::string output;
         std::string tokenizer_json;
@@ -22,7 +22,9 @@ action setup(CLI::App& sub) {
         ->capture_default_str();
     sub.add_option("--weights", a->weights,
                    "Weight types: f32 (reference tests), published (q2 mix of the published Flash "
-                   "files), published-q4 (Q4_K experts)")
+                   "files), published-q4 (Q4_K experts), lossless (V4.1 only: BF16 FP8 matrices, "
+                   "MXFP4 experts, row264 Engram tables), auto (lossless for v41-* presets, f32 "
+                   "otherwise)")
         ->capture_default_str();
     sub.add_option("--seed", a->seed, "Random seed (same seed, same bytes on every machine)")
         ->capture_default_str();
@@ -34,7 +36,9 @@ action setup(CLI::App& sub) {
     sub.footer(
         "Presets: tiny (6 layers, ratios 0/0/4/128/4/128, 2 hash layers, D 256), tiny-mtp (tiny plus "
         "the MTP block), flash-layers:N (N layers at the exact Flash width, ratios 4/128/...), "
-        "flash, pro (full size). The vocabulary is the real DeepSeek tokenizer padded to 129280.");
+        "flash, pro (full size). The vocabulary is the real DeepSeek tokenizer padded to 129280. "
+        "V4.1: v41-tiny (spec v41.md section 6: 8 layers + 2 DSpark stages, vocabulary 512 without "
+        "tokenizer keys); v41-flash is the released shape (memory accounting; not generated).");
     return [a]() {
         genmodel::options o;
         o.preset = a->preset;

@@ -1,5 +1,5 @@
 // `magnetar inspect`: metadata, tensor table, parameter count, size breakdown and memory
-// estimate of a DeepSeek V4 GGUF.
+// estimate of a DeepSeek V4 or V4.1 GGUF.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -51,7 +51,7 @@ int run_inspect(const std::string& path_flag, const std::string& mtp_path, uint6
     const hparams& hp = m->hp();
     const gguf::reader& f = m->file();
     const size_stats st = compute_size_stats(*m);
-    const bool with_mtp = m->weights().mtp.has_value();
+    const bool with_mtp = m->has_draft();
     const kv_memory kv = estimate_kv_memory(hp, ctx, kv_bytes, with_mtp);
 
     if (json) {
@@ -69,8 +69,20 @@ int run_inspect(const std::string& path_flag, const std::string& mtp_path, uint6
         j["global_bytes"] = st.global_bytes;
         j["mtp_bytes"] = st.mtp_bytes;
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            j["layers"].push_back({{"layer", il}, {"compress_ratio", hp.compress_ratio(il)},
-                                   {"hash_routed", hp.is_hash_layer(il)}, {"bytes", st.bytes_by_layer[il]}});
+            nlohmann::json l = {{"layer", il}, {"compress_ratio", hp.compress_ratio(il)},
+                                {"hash_routed", hp.is_hash_layer(il)}, {"bytes", st.bytes_by_layer[il]}};
+            if (hp.is_v41()) {
+                l["mode"] = layer_mode_name(hp.mode(il));
+                l["kv_source"] = hp.kv_source(il);
+                l["index_source"] = hp.index_source(il);
+                l["engram"] = hp.engram_index(il) >= 0;
+            }
+            j["layers"].push_back(l);
+        }
+        if (hp.is_v41()) {
+            j["arch"] = hp.arch;
+            j["dspark_stages"] = hp.n_dspark();
+            j["kv_bytes_per_token"] = kv_bytes_per_token(hp, kv_bytes);
         }
         for (const auto& [role, bytes] : st.bytes_by_role) j["bytes_by_role"][tensor_role_name(role)] = bytes;
         if (!summary) {
@@ -95,10 +107,19 @@ int run_inspect(const std::string& path_flag, const std::string& mtp_path, uint6
         std::printf("  %-50s = %s\n", kv_entry.key.c_str(), render_value(kv_entry.val).c_str());
     }
     std::printf("\n== model\n");
+    if (hp.is_v41()) {
+        std::printf("  %s: %u layers (swa %u, full %u, reindex %u, reuse %u; Engram at %u layers)%s\n",
+                    hp.name.empty() ? kArchDeepseek41 : hp.name.c_str(), hp.n_layer,
+                    hp.count_mode(layer_mode::swa_only), hp.count_mode(layer_mode::full),
+                    hp.count_mode(layer_mode::reindex), hp.count_mode(layer_mode::reuse),
+                    hp.v41.engram.n_layers(),
+                    with_mtp ? strfmt(" + %u DSpark stages", hp.n_dspark()).c_str() : "");
+    } else {
     std::printf("  %s: %u layers (ratio 0: %u, ratio 4: %u, ratio 128: %u; hash-routed: %u)%s\n",
                 hp.name.empty() ? "deepseek4" : hp.name.c_str(), hp.n_layer, hp.count_layers_with_ratio(0),
                 hp.count_layers_with_ratio(4), hp.count_layers_with_ratio(128), hp.n_hash_layer,
                 with_mtp ? " + MTP block" : "");
+    }
     std::printf("  D %u, heads %u x %u (rope %u), q_lora %u, output %u groups x %u, vocab %u\n", hp.n_embd,
                 hp.n_head, hp.n_head_dim, hp.n_rot, hp.n_q_lora, hp.n_o_group, hp.n_o_lora, hp.n_vocab);
     std::printf("  experts %u (%u used, F %u, %u shared), window %u, indexer %u x %u top-%u, HC %u\n",
@@ -132,14 +153,22 @@ int run_inspect(const std::string& path_flag, const std::string& mtp_path, uint6
     }
     std::printf("\n== size by layer\n");
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        std::printf("  layer %3u  ratio %3u%s  %14llu bytes  %s\n", il, hp.compress_ratio(il),
-                    hp.is_hash_layer(il) ? " hash" : "     ", static_cast<unsigned long long>(st.bytes_by_layer[il]),
-                    human_bytes(st.bytes_by_layer[il]).c_str());
+        const std::string kind = hp.is_v41() ? strfmt(" %-7s%s", layer_mode_name(hp.mode(il)), hp.engram_index(il) >= 0 ? " engram" : "       ")
+                                             : std::string(hp.is_hash_layer(il) ? " hash" : "     ");
+        std::printf("  layer %3u  ratio %3u%s  %14llu bytes  %s\n", il, hp.compress_ratio(il), kind.c_str(),
+                    static_cast<unsigned long long>(st.bytes_by_layer[il]), human_bytes(st.bytes_by_layer[il]).c_str());
     }
-    if (with_mtp) std::printf("  mtp block              %14llu bytes  %s\n", static_cast<unsigned long long>(st.mtp_bytes), human_bytes(st.mtp_bytes).c_str());
+    if (with_mtp) {
+        std::printf("  %-22s %14llu bytes  %s\n", hp.is_v41() ? "dspark stages" : "mtp block",
+                    static_cast<unsigned long long>(st.mtp_bytes), human_bytes(st.mtp_bytes).c_str());
+    }
     std::printf("  globals                %14llu bytes  %s\n", static_cast<unsigned long long>(st.global_bytes), human_bytes(st.global_bytes).c_str());
 
-    std::printf("\n== memory estimate at ctx %llu (cache elements of %u bytes)\n", static_cast<unsigned long long>(ctx), kv_bytes);
+    if (hp.is_v41()) {
+        std::printf("\n== memory estimate at ctx %llu (packed V4.1 cache rows)\n", static_cast<unsigned long long>(ctx));
+    } else {
+        std::printf("\n== memory estimate at ctx %llu (cache elements of %u bytes)\n", static_cast<unsigned long long>(ctx), kv_bytes);
+    }
     std::printf("  weights                %s\n", human_bytes(st.total_bytes).c_str());
     std::printf("  compressed KV (growing) %s (%.0f bytes/token)\n", human_bytes(kv.growing_bytes).c_str(), kv_bytes_per_token(hp, kv_bytes));
     std::printf("  raw windows            %s\n", human_bytes(kv.raw_window_bytes).c_str());
@@ -163,7 +192,7 @@ action setup(CLI::App& sub) {
     sub.add_option("-m,--model", a->model, "GGUF file (same as the positional argument)");
     sub.add_option("--mtp", a->mtp, "Separate MTP GGUF to bind with the model");
     sub.add_option("--ctx", a->ctx, "Context size for the memory estimate")->capture_default_str();
-    sub.add_option("--kv-bytes", a->kv_bytes, "Bytes per cache element: 4 (FP32) or 2 (F16/BF16)")
+    sub.add_option("--kv-bytes", a->kv_bytes, "Bytes per cache element: 4 (FP32) or 2 (F16/BF16); V4.1 files use packed rows")
         ->check(CLI::IsMember({2, 4}))
         ->capture_default_str();
     sub.add_flag("--summary", a->summary, "Skip the per-tensor table");

@@ -193,7 +193,9 @@ weight_scheme parse_weight_scheme(const std::string& s) {
     if (s == "f32") return weight_scheme::f32;
     if (s == "published") return weight_scheme::published;
     if (s == "published-q4") return weight_scheme::published_q4;
-    throw Error(strfmt("unknown --weights '%s' (expected f32, published or published-q4)", s.c_str()));
+    if (s == "lossless") return weight_scheme::lossless;
+    if (s == "auto" || s.empty()) return weight_scheme::preset_default;
+    throw Error(strfmt("unknown --weights '%s' (expected f32, lossless, published, published-q4 or auto)", s.c_str()));
 }
 
 ggml_type scheme_type(weight_scheme s, const std::string& name, bool mtp_block) {
@@ -225,6 +227,17 @@ void generate(const options& opts) {
     if (opts.output.empty()) throw Error("gen-model: no output path (-o FILE)");
     bool with_mtp = false;
     const hparams hp = preset_by_name(opts.preset, &with_mtp);
+    if (hp.is_v41()) {
+        options o = opts;
+        if (o.weights == weight_scheme::preset_default) o.weights = weight_scheme::lossless;
+        generate_v41(o, hp);
+        return;
+    }
+    if (opts.weights == weight_scheme::lossless) {
+        throw Error(strfmt("gen-model: --weights lossless is a V4.1 storage profile; preset '%s' is DeepSeek V4",
+                           opts.preset.c_str()));
+    }
+    const weight_scheme scheme = opts.weights == weight_scheme::preset_default ? weight_scheme::f32 : opts.weights;
 
     const std::string tok_path = opts.tokenizer_json.empty() ? find_tokenizer_json() : opts.tokenizer_json;
     if (tok_path.empty()) {
@@ -238,7 +251,7 @@ void generate(const options& opts) {
     types.reserve(specs.size());
     for (const auto& s : specs) {
         const bool mtp_block = s.layer == static_cast<int32_t>(hp.n_layer);
-        ggml_type t = scheme_type(opts.weights, s.name, mtp_block);
+        ggml_type t = scheme_type(scheme, s.name, mtp_block);
         // A quantized type needs whole blocks per row; fall back to F16 for narrow tensors.
         if (s.ne[0] % type_traits_of(t).block_elems != 0) t = ggml_type::F16;
         types.push_back(t);
@@ -247,7 +260,7 @@ void generate(const options& opts) {
     gguf::writer w(opts.output);
     write_hparams(w, hp);
     if (with_mtp) w.set(hp.arch + ".nextn_predict_layers", gguf::value::make_u32(1));
-    if (opts.weights != weight_scheme::f32) w.set("general.quantization_version", gguf::value::make_u32(2));
+    if (scheme != weight_scheme::f32) w.set("general.quantization_version", gguf::value::make_u32(2));
     w.set("general.generator", gguf::value::make_string(
         strfmt("magnetar gen-model --preset %s --seed %llu", opts.preset.c_str(),
                static_cast<unsigned long long>(opts.seed))));
