@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Command-line front end of the DeepSeek V4 PyTorch reference.
+"""Command-line front end of the DeepSeek V4 / V4.1 PyTorch reference.
 
-Owns: argument parsing, running a token sequence through dsv4_ref.model, and writing logits,
+Owns: argument parsing, dispatching on general.architecture (`deepseek4` -> dsv4_ref,
+`deepseek41` -> dsv41_ref), running a token sequence through the model, and writing logits,
 MTP draft logits, named intermediates (--dump) and activation statistics. The interface is
 described in docs/reference.md; the implementation notes are in tests/reference/README.md.
 
@@ -23,7 +24,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from dsv4_ref.gguf import GGUFError, GGUFFile  # noqa: E402
 from dsv4_ref.model import Model, Options  # noqa: E402
+import dsv41_ref.model as v41  # noqa: E402
 
 def load_tokens(path):
     with open(path, "r", encoding="utf-8") as f:
@@ -81,10 +84,52 @@ class StatsRecorder:
         return {"rms": math.sqrt(s[0] / s[1]), "max_abs": s[2], "min_row_rms": s[3], "max_row_rms": s[4]}
 
 
+def model_arch(path):
+    return GGUFFile(path).metadata.get("general.architecture")
+
+
 def make_model(args):
-    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    if model_arch(args.model) == v41.ARCH:
+        if args.dtype == "float64":
+            raise ValueError("--dtype float64: the deepseek41 path computes with the spec's "
+                             "fp32/bf16 numerics only")
+        opt = v41.Options(official_index_k=args.official_index_k, window_qdq=not args.no_fp8,
+                          kv_qdq=not args.no_fp4)
+        return v41.Model(args.model, opt)
+    if args.official_index_k:
+        raise ValueError("--official-index-k applies to deepseek41 models only")
+    dtype = torch.float32 if args.dtype == "float32" else torch.float64
     opt = Options(dtype=dtype, fp8=not getattr(args, "no_fp8", False), fp4=not getattr(args, "no_fp4", False))
     return Model(args.model, opt)
+
+
+def is_v41(model):
+    return isinstance(model, v41.Model)
+
+
+def run_sequence_v41(model, ids, all_positions, want_dspark=False):
+    """The deepseek41 backbone over ids, token by token. Returns (logits [n_out, V] float64,
+    DSpark draft logits [n-1, B_d, V] or None, DSpark confidence logits [n-1, B_d] or None).
+    Draft row P is the draft block after position P with the next prompt token ids[P+1] as the
+    main model's token, at temperature 0 (v41.md §3.10)."""
+    if want_dspark and model.hp.n_mtp == 0:
+        raise ValueError("the model has no DSpark stages (deepseek41.nextn_predict_layers = 0)")
+    heads, drafts, confs = [], [], []
+    for p, tok in enumerate(ids):
+        h = model.forward_token(tok, p)
+        if all_positions or p == len(ids) - 1:
+            heads.append(h)
+        if want_dspark and p + 1 < len(ids):
+            _, lg, conf = model.draft(ids[p + 1], p)
+            drafts.append(lg)
+            confs.append(conf)
+    logits = model.logits(torch.stack(heads)).to(torch.float64).numpy()
+    if not want_dspark:
+        return logits, None, None
+    B, V = model.hp.dspark_block, model.hp.n_vocab
+    d = torch.stack(drafts).numpy() if drafts else np.zeros((0, B, V))
+    c = torch.stack(confs).numpy() if confs else np.zeros((0, B))
+    return logits, d, c
 
 
 def run_sequence(model, ids, all_positions, want_mtp):
@@ -122,13 +167,14 @@ def run_sequence(model, ids, all_positions, want_mtp):
 
 def layer_names(model):
     names = [f"blk.{il}." for il in range(model.hp.n_layer)]
-    if model.has_mtp:
+    if not is_v41(model) and model.has_mtp:
         names.append("mtp.")
     return names
 
 
 def print_verbose_stats(model, stats, elapsed, n_tokens):
-    print(f"reference: {n_tokens} tokens in {elapsed:.2f} s ({model.opt.dtype})")
+    kind = "deepseek41, fp32/bf16" if is_v41(model) else model.opt.dtype
+    print(f"reference: {n_tokens} tokens in {elapsed:.2f} s ({kind})")
     for name in layer_names(model):
         row = []
         for key in ("hc_attn_in", "attn_out", "hc_ffn_in", "ffn_out", "out"):
@@ -145,7 +191,7 @@ def print_verbose_stats(model, stats, elapsed, n_tokens):
 def cmd_eval_logits(args):
     ids = load_tokens(args.tokens)
     model = make_model(args)
-    if args.mtp_out and not model.has_mtp:
+    if args.mtp_out and not is_v41(model) and not model.has_mtp:
         raise SystemExit(f"{args.model}: --mtp-out given but the model has no MTP block (mtp.0.*)")
     patterns = [n for n in (args.dump.split(",") if args.dump else []) if n]
     if patterns and not args.dump_dir:
@@ -155,24 +201,45 @@ def cmd_eval_logits(args):
     model.recorder = stats if stats is not None else dumps
 
     t0 = time.time()
-    logits, mtp_logits = run_sequence(model, ids, args.all_positions, bool(args.mtp_out))
+    dspark = None
+    if is_v41(model):
+        if args.mtp_out:
+            raise SystemExit(f"{args.model}: --mtp-out is the deepseek4 MTP block; use --dspark-out")
+        logits, d_logits, d_conf = run_sequence_v41(model, ids, args.all_positions,
+                                                    bool(args.dspark_out or args.dspark_conf))
+        dspark = (d_logits, d_conf)
+        mtp_logits = None
+    else:
+        if args.dspark_out or args.dspark_conf:
+            raise SystemExit("--dspark-out / --dspark-conf apply to deepseek41 models only")
+        logits, mtp_logits = run_sequence(model, ids, args.all_positions, bool(args.mtp_out))
     elapsed = time.time() - t0
 
     write_f32(args.out, logits)
     if args.mtp_out:
         write_f32(args.mtp_out, mtp_logits)
+    if dspark is not None and args.dspark_out:
+        write_f32(args.dspark_out, dspark[0])
+    if dspark is not None and args.dspark_conf:
+        write_f32(args.dspark_conf, dspark[1])
     if patterns:
         os.makedirs(args.dump_dir, exist_ok=True)
         # Final cache states: every compressed row of the layer, [n_rows, width].
-        for il, st in enumerate(model.layers):
-            ratio = model.hp.ratio(il)
-            states = {"comp_rows": (st.comp_rows, model.hp.n_head_dim) if ratio != 0 else None,
-                      "index_rows": (st.index_rows, model.hp.n_idx_dim) if ratio == 4 else None}
-            for key, state in states.items():
-                name = f"blk.{il}.{key}"
-                if state is not None and dumps.wanted(name):
-                    rows, width = state
-                    dumps.rows[name] = [r.to(torch.float64).numpy() for r in rows] or np.zeros((0, width))
+        if is_v41(model):
+            for il, (comp, index) in model.final_caches().items():
+                for key, rows in (("comp_rows", comp), ("index_rows", index)):
+                    if dumps.wanted(f"blk.{il}.{key}"):
+                        dumps.rows[f"blk.{il}.{key}"] = rows.to(torch.float64).numpy()
+        else:
+            for il, st in enumerate(model.layers):
+                ratio = model.hp.ratio(il)
+                states = {"comp_rows": (st.comp_rows, model.hp.n_head_dim) if ratio != 0 else None,
+                          "index_rows": (st.index_rows, model.hp.n_idx_dim) if ratio == 4 else None}
+                for key, state in states.items():
+                    name = f"blk.{il}.{key}"
+                    if state is not None and dumps.wanted(name):
+                        rows, width = state
+                        dumps.rows[name] = [r.to(torch.float64).numpy() for r in rows] or np.zeros((0, width))
         for p in patterns:
             if not any(fnmatch.fnmatchcase(n, p) for n in dumps.rows):
                 raise SystemExit(f"--dump {p}: no such intermediate in this model")
@@ -190,7 +257,11 @@ def cmd_activation_stats(args):
     stats = StatsRecorder()
     model.recorder = stats
     t0 = time.time()
-    _, mtp_logits = run_sequence(model, ids, False, model.has_mtp)
+    if is_v41(model):
+        run_sequence_v41(model, ids, False)
+        mtp_logits = None
+    else:
+        _, mtp_logits = run_sequence(model, ids, False, model.has_mtp)
     elapsed = time.time() - t0
     layers = []
     for name in layer_names(model):
@@ -200,7 +271,7 @@ def cmd_activation_stats(args):
         layers.append(entry)
     out = {
         "model": os.path.basename(args.model),
-        "dtype": args.dtype,
+        "dtype": "fp32/bf16" if is_v41(model) else (args.dtype or "float64"),
         "n_tokens": len(ids),
         "seconds": round(elapsed, 3),
         "embd": stats.summary("embd"),
@@ -224,10 +295,16 @@ def main(argv=None):
     def common(p):
         p.add_argument("-m", "--model", required=True, help="GGUF file")
         p.add_argument("--tokens", required=True, help="JSON array of token ids (positions from 0)")
-        p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
-                       help="compute precision (default float64)")
-        p.add_argument("--no-fp8", action="store_true", help="skip the FP8 KV round trip")
-        p.add_argument("--no-fp4", action="store_true", help="skip the indexer FP4 round trip")
+        p.add_argument("--dtype", choices=("float64", "float32"), default=None,
+                       help="compute precision of the deepseek4 path (default float64); the "
+                            "deepseek41 path always uses the spec's fp32/bf16 numerics")
+        p.add_argument("--no-fp8", action="store_true",
+                       help="skip the FP8 KV round trip (deepseek41: the window-row FP8 QDQ)")
+        p.add_argument("--no-fp4", action="store_true",
+                       help="skip the indexer FP4 round trip (deepseek41: the FP4 QDQ of "
+                            "compressed rows, index keys and index queries)")
+        p.add_argument("--official-index-k", action="store_true",
+                       help="deepseek41: official-compatible index-key publication (v41.md §9.2)")
         p.add_argument("--quiet", action="store_true", help="no diagnostics on stderr")
         p.add_argument("--verbose", action="store_true", help="print timing and per-layer RMS on stdout")
 
@@ -238,6 +315,10 @@ def main(argv=None):
     ev.add_argument("--dump", default="", help="comma-separated intermediate names (glob patterns allowed)")
     ev.add_argument("--dump-dir", default="", help="directory for NAME.f32 dump files")
     ev.add_argument("--mtp-out", default="", help="MTP draft logits output [n_positions-1, n_vocab]")
+    ev.add_argument("--dspark-out", default="",
+                    help="deepseek41: DSpark draft logits [n_positions-1, block_size, n_vocab]")
+    ev.add_argument("--dspark-conf", default="",
+                    help="deepseek41: DSpark confidence logits [n_positions-1, block_size]")
     ev.set_defaults(func=cmd_eval_logits)
 
     st = sub.add_parser("activation-stats", help="per-layer activation RMS as JSON on stdout")
@@ -248,7 +329,7 @@ def main(argv=None):
     torch.set_grad_enabled(False)
     try:
         return args.func(args)
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, GGUFError) as e:
         if not args.quiet:
             print(f"ref.py: error: {e}", file=sys.stderr)
         return 1

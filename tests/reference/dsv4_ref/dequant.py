@@ -1,4 +1,5 @@
-"""Independent dequantizers for the GGML block formats of model.md §9.
+"""Independent dequantizers for the GGML block formats of model.md §9 (and the V4.1 formats
+of v41.md §2.3: MXFP4, I8 and the Engram row264 rows).
 
 Owns: turning a tensor's raw bytes (from gguf.py) into float32 values, vectorised with numpy.
 Each function reproduces GGML's reference dequantizer bit for bit (proved by selftest.py against
@@ -182,6 +183,64 @@ def dequant_iq2_xxs(raw):
     return ((db * mag) * sign).astype(np.float32).reshape(-1)
 
 
+# ---------------------------------------------------------------------------------------------
+# DeepSeek V4.1 formats (v41.md §2.3): MXFP4 routed experts and the Engram row264 tables
+# ---------------------------------------------------------------------------------------------
+
+# GGML's MXFP4 value table (2x E2M1, paired with a halved E8M0 scale).
+_MXFP4_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.float32)
+
+
+def _e8m0_pow2(e, bias):
+    """2^(e - bias) as float32 for uint8 exponent bytes (exact; subnormal results included)."""
+    return np.ldexp(np.float32(1.0), e.astype(np.int32) - bias).astype(np.float32)
+
+
+def dequant_mxfp4(raw):
+    """MXFP4 (GGML type 39): 17 bytes per 32 values, `u8 e; u8 qs[16]`; element j is the low
+    nibble of qs[j], element j + 16 the high nibble; x = table[code] * 2^(e - 128)."""
+    blocks = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 17)          # [nb, 17]
+    scale = _e8m0_pow2(blocks[:, 0], 128)[:, None]                      # [nb, 1]
+    qs = blocks[:, 1:17]
+    codes = np.concatenate([qs & 15, qs >> 4], axis=1)                  # [nb, 32]
+    return (_MXFP4_VALUES[codes] * scale).astype(np.float32).reshape(-1)
+
+
+def dequant_i8(raw):
+    """I8 (GGML type 24) as plain int8 values."""
+    return np.frombuffer(raw, dtype=np.int8).astype(np.float32)
+
+
+def e4m3_table():
+    """The 256 float8_e4m3fn values by code (NaN for S.1111.111)."""
+    codes = np.arange(256)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    e = (codes >> 3) & 15
+    m = codes & 7
+    mag = np.where(e == 0, m * 2.0 ** -9, (1.0 + m / 8.0) * np.exp2(e - 7.0))
+    vals = sign * mag
+    vals[(codes & 0x7F) == 0x7F] = np.nan
+    return vals.astype(np.float32)
+
+
+_E4M3 = e4m3_table()
+
+
+def dequant_row264(raw, width=256):
+    """Engram row264 rows stored as I8 [width + width/32, rows]: bytes 0..width-1 are E4M3
+    codes, then one UE8M0 byte per 32 values; x = bf16(e4m3 * 2^(s - 127)) (exact in range).
+    Returns float32 [rows * width]."""
+    nsc = width // 32
+    rows = np.frombuffer(raw, dtype=np.uint8).reshape(-1, width + nsc)
+    vals = _E4M3[rows[:, :width]].reshape(-1, nsc, 32)
+    scale = _e8m0_pow2(rows[:, width:], 127)[:, :, None]
+    out = (vals * scale).astype(np.float32)
+    # bf16 rounding (RNE) of the product; a no-op unless the scale leaves the exact range.
+    bits = out.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return rounded.astype(np.uint32).view(np.float32).reshape(-1)
+
+
 DEQUANTIZERS = {
     "F32": dequant_f32,
     "F16": dequant_f16,
@@ -191,6 +250,8 @@ DEQUANTIZERS = {
     "Q2_K": dequant_q2_k,
     "Q4_K": dequant_q4_k,
     "IQ2_XXS": dequant_iq2_xxs,
+    "MXFP4": dequant_mxfp4,
+    "I8": dequant_i8,
 }
 
 
