@@ -1,5 +1,9 @@
 #include "backend/backend.h"
 
+#include <string>
+
+#include "core/error.h"
+
 namespace magnetar::backend {
 
 const char* op_name(op_kind op) {
@@ -42,8 +46,77 @@ const char* op_name(op_kind op) {
             return "router";
         case op_kind::moe:
             return "moe";
+        case op_kind::round_bf16:
+            return "round_bf16";
+        case op_kind::qdq_rows:
+            return "qdq_rows";
+        case op_kind::rope41:
+            return "rope41";
+        case op_kind::hc41_pre:
+            return "hc41_pre";
+        case op_kind::hc41_collapse:
+            return "hc41_collapse";
+        case op_kind::compressor41:
+            return "compressor41";
+        case op_kind::indexer41:
+            return "indexer41";
+        case op_kind::attention41:
+            return "attention41";
+        case op_kind::moe41:
+            return "moe41";
+        case op_kind::engram_gather:
+            return "engram_gather";
+        case op_kind::engram_gate:
+            return "engram_gate";
     }
     return "?";
+}
+
+namespace {
+
+[[noreturn]] void unsupported(const backend& be, op_kind op) {
+    throw Error(std::string("backend '") + be.name() + "' does not implement op " + op_name(op));
+}
+
+}  // namespace
+
+void backend::round_bf16(const tensor&) { unsupported(*this, op_kind::round_bf16); }
+void backend::qdq_rows(const tensor&, qdq_format, const tensor&) {
+    unsupported(*this, op_kind::qdq_rows);
+}
+void backend::rope41(const tensor&, uint32_t, const rope41_params&, int64_t, int64_t, bool) {
+    unsupported(*this, op_kind::rope41);
+}
+void backend::hc41_pre(const hc_params&, const tensor&, const tensor&, const tensor&,
+                       const tensor&, const tensor&, const tensor&, const tensor&, const tensor&,
+                       const tensor&, const tensor&) {
+    unsupported(*this, op_kind::hc41_pre);
+}
+void backend::hc41_collapse(const hc_params&, const tensor&, const tensor&, const tensor&) {
+    unsupported(*this, op_kind::hc41_collapse);
+}
+void backend::compressor41(const compressor41_params&, const tensor&, const tensor&,
+                           const tensor&, const tensor&, const tensor&) {
+    unsupported(*this, op_kind::compressor41);
+}
+void backend::indexer41(const indexer41_params&, const tensor&, const tensor&, const tensor&,
+                        const tensor&, const tensor&, const tensor&) {
+    unsupported(*this, op_kind::indexer41);
+}
+void backend::attention41(const attention41_params&, const tensor&, const tensor&, const tensor&,
+                          const tensor&, const tensor&, const tensor&, const tensor&) {
+    unsupported(*this, op_kind::attention41);
+}
+void backend::moe41(const tensor&, const tensor&, const tensor&, const moe_weights&, float,
+                    const tensor&, const moe_workspace&) {
+    unsupported(*this, op_kind::moe41);
+}
+void backend::engram_gather(const tensor&, const tensor&, const tensor&) {
+    unsupported(*this, op_kind::engram_gather);
+}
+void backend::engram_gate(const engram_params&, const tensor&, const tensor&, const tensor&,
+                          const tensor&) {
+    unsupported(*this, op_kind::engram_gate);
 }
 
 }  // namespace magnetar::backend

@@ -44,6 +44,18 @@ enum class op_kind {
     sparse_attention,
     router,
     moe,
+    // DeepSeek V4.1 (spec v41.md); backends without them report supports() == false.
+    round_bf16,
+    qdq_rows,
+    rope41,
+    hc41_pre,
+    hc41_collapse,
+    compressor41,
+    indexer41,
+    attention41,
+    moe41,
+    engram_gather,
+    engram_gate,
 };
 
 const char* op_name(op_kind op);
@@ -104,6 +116,64 @@ struct router_params {
     uint32_t n_used = 0;    // k
     float scale = 1.0f;     // route scale
     bool normalize = true;  // renormalise the chosen weights to sum to one
+    // V4.1 (v41 §3.8): divide by (sum + 1e-20) instead of max(sum, 2^-14).
+    bool v41_renorm = false;
+};
+
+// ---- DeepSeek V4.1 parameter structs (spec v41.md) ----
+
+// Run-time QDQ formats (v41 §4.5) and their canonical packed rows (§5.4).
+enum class qdq_format {
+    fp8_b32,     // E4M3 with a UE8M0 scale per 32: activations, window rows
+    fp4_e4m3_b16,// E2M1 with an E4M3 scale per 16: main compressed KV rows
+    mxfp4_b32,   // E2M1 with a UE8M0 scale per 32: index queries and keys
+};
+
+// RoPE of V4.1 (§3.3): inv_freq by the spec's fp32 recipe (YaRN when yarn_orig_ctx > 0), angle
+// f32(f32(p) * inv_freq), interleaved pairs on the last n_rot dims, bf16 output.
+struct rope41_params {
+    uint32_t n_rot = 0;
+    float freq_base = 10000.0f;
+    uint64_t yarn_orig_ctx = 0;  // 0: no YaRN
+    float yarn_factor = 1.0f;
+    float beta_fast = 32.0f;
+    float beta_slow = 1.0f;
+};
+
+// Ratio >= 2 compressor pooling (§3.4).
+struct compressor41_params {
+    uint32_t ratio = 2;
+    int64_t p0 = 0;  // position of the first row of the batch
+};
+
+// Indexer scores, candidate blocks, masking and top-k of one query batch (§3.5, §3.6, §5.3).
+struct indexer41_params {
+    int64_t p0 = 0;
+    uint32_t ratio = 1;
+    uint32_t n_head = 0;    // HI
+    uint32_t head_dim = 0;  // DI
+    uint32_t top_k = 0;     // K: sel has K columns
+    float weight_scale = 1.0f;     // head weights become bf16(w * scale) (DI^-1/2 HI^-1/2)
+    uint32_t cand_blocks = 0;      // NB (candidate source / Reindex only)
+    uint32_t cand_block_size = 0;  // B
+};
+
+// Sparse attention with a sink over the R decode layout (§3.3, §5.2).
+struct attention41_params {
+    int64_t p0 = 0;
+    uint32_t n_head = 0;
+    uint32_t head_dim = 0;
+    uint32_t window = 0;  // W: window part of the list, W slots
+    float scale = 1.0f;   // f32(Dh^-1/2)
+    // DSpark draft block (§3.10, §5.2) when >= 0: every query's list is ring slots
+    // 0 .. ring_slots - 1 in slot order, then every row of kv (the block, both ways).
+    int64_t ring_slots = -1;
+};
+
+struct engram_params {
+    uint32_t n_hc = 0;
+    uint32_t n_embd = 0;
+    float norm_eps = 1e-20f;
 };
 
 // Routed expert tensors of one layer: [D, F, E], [D, F, E], [F, D, E].
@@ -223,6 +293,65 @@ class backend {
     virtual void moe(const tensor& x, const tensor& sel, const tensor& weights,
                      const moe_weights& w, float clamp, const tensor& out,
                      const moe_workspace& ws) = 0;
+
+    // ---- DeepSeek V4.1 (spec v41.md). Activations hold bf16 values in F32 tensors where the
+    // spec rounds to bf16. The defaults throw: a backend lists what it implements in supports().
+    // In place: every element rounded to bf16 (RNE).
+    virtual void round_bf16(const tensor& x);
+    // In place: QDQ of every row in `fmt` blocks (§4.2-§4.4). When `packed` is given (I8 rows of
+    // the canonical §5.4 width), row r's codes and scales are also written to packed row r.
+    virtual void qdq_rows(const tensor& x, qdq_format fmt, const tensor& packed);
+    // In place: V4.1 RoPE of the last n_rot dims of every head_dim-wide head of row r, at
+    // position p0 + r * stride (inverse: the opposite angle); bf16 output.
+    virtual void rope41(const tensor& x, uint32_t head_dim, const rope41_params& rope, int64_t p0,
+                        int64_t stride, bool inverse);
+    // Single-pass mHC at one site (§3.2): from the stream x [n, n_hc*D] the mixes pre, post
+    // [n, n_hc] and comb [n, n_hc*n_hc] (Sinkhorn); y [n, D] = bf16(sum_i carry_i x_i) with the
+    // carried pre of the previous site. mix [n, (2+n_hc)*n_hc] is workspace.
+    virtual void hc41_pre(const hc_params& p, const tensor& x, const tensor& fn,
+                          const tensor& scale, const tensor& base, const tensor& carry,
+                          const tensor& y, const tensor& pre, const tensor& post,
+                          const tensor& comb, const tensor& mix);
+    // out [n, D] = bf16(sum_i w_i x_i), w [n, n_hc].
+    virtual void hc41_collapse(const hc_params& p, const tensor& x, const tensor& w,
+                               const tensor& out);
+    // Ratio >= 2 pooling (§3.4): a, b [n, Dh] fp32 rows of positions p0..; the pending rows of
+    // earlier calls wait in state_a / state_b [ratio, Dh] at slot pos mod ratio. Each group
+    // completed in this batch gives one row of z (bf16 of the per-channel softmax pool), in
+    // order: z has floor((p0+n)/r) - floor(p0/r) rows.
+    virtual void compressor41(const compressor41_params& p, const tensor& a, const tensor& b,
+                              const tensor& state_a, const tensor& state_b, const tensor& z);
+    // Index scores of queries qi [n, HI*DI] (MXFP4 QDQ'd) with head weights w [n, HI] (bf16,
+    // scaled inside by weight_scale with a bf16 rounding) against
+    // the packed index keys [rows, DI/2 + DI/32] (I8), entries j < floor((p0+n)/r); sel [n, K]
+    // gets each query's top min(K, visible) entries ascending, -1 padded. cand_out (candidate
+    // source, I32 [n, NB]) receives the kept blocks ascending (-1 padded), computed from the
+    // unmasked scores; cand_in (Reindex) masks entries outside its blocks before the top-k.
+    virtual void indexer41(const indexer41_params& p, const tensor& qi, const tensor& w,
+                           const tensor& keys, const tensor& cand_in, const tensor& cand_out,
+                           const tensor& sel);
+    // Attention of q [n, H*Dh] (bf16 values) over the list "window part (W slots, R decode
+    // layout) ++ selected compressed entries" in 64-slot blocks with bf16 probabilities in P.V
+    // and the sink in the denominator (§3.3, §5.2). Window rows of positions >= p0 come from
+    // kv [n, Dh] (QDQ'd F32), earlier ones from the packed ring [W, Dh + Dh/32] (I8, row pos mod
+    // W); compressed entries sel [n, K] (-1 = empty) are rows of the packed comp [rows, Dh/2 +
+    // Dh/16] (I8). out [n, H*Dh] = bf16(acc / den) (before the inverse RoPE).
+    virtual void attention41(const attention41_params& p, const tensor& q, const tensor& kv,
+                             const tensor& ring, const tensor& comp, const tensor& sel,
+                             const tensor& sinks, const tensor& out);
+    // Routed experts of V4.1 (§3.8): xq the FP8-QDQ'd input; per slot y = w_i * swiglu, rounded
+    // to bf16 and FP8-QDQ'd for the down projection, whose output is rounded to bf16; out [n, D]
+    // (fp32) = sum of the slots in ascending expert id.
+    virtual void moe41(const tensor& xq, const tensor& sel, const tensor& weights,
+                       const moe_weights& w, float clamp, const tensor& out,
+                       const moe_workspace& ws);
+    // Engram row lookup (§3.9.4): out [n, C*ED] = rows idx [n, C] (I32, global row ids) of the
+    // row264 table (I8 [ED + ED/32, rows]), dequantized (exact in bf16).
+    virtual void engram_gather(const tensor& table, const tensor& idx, const tensor& out);
+    // Engram gate and update (§3.9.4): x, out [n, n_hc*D]; kv [n, (n_hc+1)*D] (keys then the
+    // value); wq [n_hc, D] = f32(q_weight) * f32(k_weight). out may alias x.
+    virtual void engram_gate(const engram_params& p, const tensor& x, const tensor& kv,
+                             const tensor& wq, const tensor& out);
 };
 
 }  // namespace magnetar::backend

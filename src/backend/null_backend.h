@@ -46,6 +46,24 @@ class null_backend final : public backend {
                 const tensor&, const tensor&) override {}
     void moe(const tensor&, const tensor&, const tensor&, const moe_weights&, float, const tensor&,
              const moe_workspace&) override {}
+    void round_bf16(const tensor&) override {}
+    void qdq_rows(const tensor&, qdq_format, const tensor&) override {}
+    void rope41(const tensor&, uint32_t, const rope41_params&, int64_t, int64_t, bool) override {}
+    void hc41_pre(const hc_params&, const tensor&, const tensor&, const tensor&, const tensor&,
+                  const tensor&, const tensor&, const tensor&, const tensor&, const tensor&,
+                  const tensor&) override {}
+    void hc41_collapse(const hc_params&, const tensor&, const tensor&, const tensor&) override {}
+    void compressor41(const compressor41_params&, const tensor&, const tensor&, const tensor&,
+                      const tensor&, const tensor&) override {}
+    void indexer41(const indexer41_params&, const tensor&, const tensor&, const tensor&,
+                   const tensor&, const tensor&, const tensor&) override {}
+    void attention41(const attention41_params&, const tensor&, const tensor&, const tensor&,
+                     const tensor&, const tensor&, const tensor&, const tensor&) override {}
+    void moe41(const tensor&, const tensor&, const tensor&, const moe_weights&, float,
+               const tensor&, const moe_workspace&) override {}
+    void engram_gather(const tensor&, const tensor&, const tensor&) override {}
+    void engram_gate(const engram_params&, const tensor&, const tensor&, const tensor&,
+                     const tensor&) override {}
 };
 
 }  // namespace magnetar::backend

@@ -2,7 +2,7 @@
 //
 // The fp32 steps are written one operation per statement (and the project compiles with
 // -ffp-contract=off), so every f32(...) of the spec is one rounding here too.
-#include "model/rope41.h"
+#include "backend/rope41.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,9 +3,8 @@
 // blend of the compressed-attention layers, and the rotation of the last n_rot channels of a
 // head as interleaved pairs (2i, 2i+1), forward and inverse, rounded to bf16.
 //
-// Owns: the scalar reference of these numerics, shared by the model code and the tests.
-// Does not own: which table a layer uses (hparams / the graph) or fast kernels (the backends,
-// whose rope ops are tested against this).
+// Owns: the scalar implementation of these numerics, used by the CPU backend's rope41 op and
+// the tests. Does not own: which table a layer uses (the graph).
 #pragma once
 
 #include <cstdint>

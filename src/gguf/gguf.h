@@ -100,6 +100,11 @@ struct tensor_info {
     std::string shape_str() const;
 };
 
+// Tells the kernel that a mapped range is read at random (no read-around on page faults), so
+// a lookup touches only the pages of the bytes it reads: for tables far larger than RAM that
+// are read a few rows at a time (the V4.1 Engram tables). Best effort: a failure is ignored.
+void advise_random_access(const void* data, size_t bytes);
+
 // Read-only view of a GGUF file mapped in memory.
 class reader {
 public:

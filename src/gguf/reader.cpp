@@ -25,6 +25,14 @@
 
 namespace magnetar::gguf {
 
+void advise_random_access(const void* data, size_t bytes) {
+    if (data == nullptr || bytes == 0) return;
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<uintptr_t>(data) / page * page;
+    const auto end = reinterpret_cast<uintptr_t>(data) + bytes;
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_RANDOM);
+}
+
 static_assert(std::endian::native == std::endian::little,
               "the GGUF decoder copies little-endian fields straight into host integers");
 

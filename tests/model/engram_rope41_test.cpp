@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/engram_hash.h"
-#include "model/rope41.h"
+#include "backend/rope41.h"
 #include "quant/fp16.h"
 #include "quant/fp8fp4.h"
 

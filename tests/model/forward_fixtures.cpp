@@ -69,8 +69,11 @@ std::string reference_run(const std::string& name, const std::string& model,
     const std::string ref_dir = std::string(MAGNETAR_SOURCE_DIR) + "/tests/reference";
     std::vector<std::string> inputs{model, ref_dir + "/ref.py"};
     std::vector<std::string> pkg;
-    for (const auto& e : fs::directory_iterator(ref_dir + "/dsv4_ref")) {
-        if (e.path().extension() == ".py") pkg.push_back(e.path().string());
+    for (const char* sub : {"/dsv4_ref", "/dsv41_ref"}) {
+        if (!fs::is_directory(ref_dir + sub)) continue;
+        for (const auto& e : fs::directory_iterator(ref_dir + sub)) {
+            if (e.path().extension() == ".py") pkg.push_back(e.path().string());
+        }
     }
     std::sort(pkg.begin(), pkg.end());
     inputs.insert(inputs.end(), pkg.begin(), pkg.end());

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "model/engram_hash.h"
-#include "model/rope41.h"
+#include "backend/rope41.h"
 #include "quant/fp8fp4.h"
 
 namespace {

@@ -20,7 +20,7 @@ constexpr uint32_t kMaxRot = 256;
 void cpu_backend::kv_store(const tensor& kv, const tensor& ring, int64_t p0) {
     const int64_t n = kv.n_rows();
     const int64_t cap = ring.n_rows();
-    const size_t rb = static_cast<size_t>(kv.ne[0]) * 4;
+    const size_t rb = row_bytes(kv.type, kv.ne[0]);  // F32 rows, or packed I8 rows (V4.1)
     for (int64_t r = std::max<int64_t>(0, n - cap); r < n; ++r) {
         std::memcpy(ring.row_ptr((p0 + r) % cap), kv.row_ptr(r), rb);
     }

@@ -58,6 +58,17 @@ bool cpu_backend::supports(op_kind op) const {
         case op_kind::sparse_attention:
         case op_kind::router:
         case op_kind::moe:
+        case op_kind::round_bf16:
+        case op_kind::qdq_rows:
+        case op_kind::rope41:
+        case op_kind::hc41_pre:
+        case op_kind::hc41_collapse:
+        case op_kind::compressor41:
+        case op_kind::indexer41:
+        case op_kind::attention41:
+        case op_kind::moe41:
+        case op_kind::engram_gather:
+        case op_kind::engram_gate:
             return true;
     }
     return false;

@@ -16,7 +16,7 @@
 
 namespace magnetar::backend {
 
-class cpu_backend final : public backend {
+class cpu_backend : public backend {
   public:
     // reference: every matmul through cpu/ref/matmul_ref.h (diagnostics). exact: float
     // activations for quantized weights too (else int8 activations, simd.h family (b)).
@@ -76,6 +76,30 @@ class cpu_backend final : public backend {
                 const tensor& weights) override;
     void moe(const tensor& x, const tensor& sel, const tensor& weights, const moe_weights& w,
              float clamp, const tensor& out, const moe_workspace& ws) override;
+
+    // DeepSeek V4.1 (cpu/v41_ops.cpp)
+    void round_bf16(const tensor& x) override;
+    void qdq_rows(const tensor& x, qdq_format fmt, const tensor& packed) override;
+    void rope41(const tensor& x, uint32_t head_dim, const rope41_params& rope, int64_t p0,
+                int64_t stride, bool inverse) override;
+    void hc41_pre(const hc_params& p, const tensor& x, const tensor& fn, const tensor& scale,
+                  const tensor& base, const tensor& carry, const tensor& y, const tensor& pre,
+                  const tensor& post, const tensor& comb, const tensor& mix) override;
+    void hc41_collapse(const hc_params& p, const tensor& x, const tensor& w,
+                       const tensor& out) override;
+    void compressor41(const compressor41_params& p, const tensor& a, const tensor& b,
+                      const tensor& state_a, const tensor& state_b, const tensor& z) override;
+    void indexer41(const indexer41_params& p, const tensor& qi, const tensor& w,
+                   const tensor& keys, const tensor& cand_in, const tensor& cand_out,
+                   const tensor& sel) override;
+    void attention41(const attention41_params& p, const tensor& q, const tensor& kv,
+                     const tensor& ring, const tensor& comp, const tensor& sel,
+                     const tensor& sinks, const tensor& out) override;
+    void moe41(const tensor& xq, const tensor& sel, const tensor& weights, const moe_weights& w,
+               float clamp, const tensor& out, const moe_workspace& ws) override;
+    void engram_gather(const tensor& table, const tensor& idx, const tensor& out) override;
+    void engram_gate(const engram_params& p, const tensor& x, const tensor& kv, const tensor& wq,
+                     const tensor& out) override;
 
   private:
     struct aligned_free {
