@@ -165,6 +165,38 @@ int32_t pipeline::restore(int32_t id, int64_t pos) {
     return static_cast<int32_t>(await_reply(op::restore, nullptr, 0).a);
 }
 
+std::vector<uint8_t> pipeline::save_state(int32_t id, int64_t n_past, uint64_t bytes) {
+    MAGNETAR_ASSERT(in_flight_.empty(), "pipeline: command while chunks are in flight");
+    cmd_header h = header(op::save_state, id);
+    h.a = n_past;
+    send(1, tag_cmd, &h, sizeof(h));
+    // As chain(): the stages may be busy, no timeout beyond the job's own checks.
+    const int last = size() - 1;
+    reply_header rh;
+    recv(last, tag_reply, &rh, sizeof(rh), 0, "answer of the last stage");
+    if (rh.magic != k_magic || rh.code != op::save_state)
+        throw Error(strfmt("pipeline: unexpected answer (op %u) from rank %d, expected op %u",
+                           static_cast<unsigned>(rh.code), last,
+                           static_cast<unsigned>(op::save_state)));
+    std::vector<uint8_t> d(rh.data_bytes);
+    recv_state(last, tag_reply_data, d.data(), d.size(), 0, "snapshot data");
+    if (!rh.ok) throw Error("pipeline: " + std::string(d.begin(), d.end()));
+    if (d.size() != bytes)
+        throw Error(strfmt("pipeline: the stages sent %zu bytes of snapshot, expected %llu",
+                           d.size(), static_cast<unsigned long long>(bytes)));
+    return d;
+}
+
+int32_t pipeline::load_state(int32_t id, int64_t n_past, const std::vector<uint8_t>& data) {
+    MAGNETAR_ASSERT(in_flight_.empty(), "pipeline: command while chunks are in flight");
+    cmd_header h = header(op::load_state, id);
+    h.a = n_past;
+    h.data_bytes = data.size();
+    send(1, tag_cmd, &h, sizeof(h));
+    send_state(1, tag_cmd_data, data.data(), data.size());
+    return static_cast<int32_t>(await_reply(op::load_state, nullptr, 0).a);
+}
+
 void pipeline::send_eval(int32_t id, int64_t p0, int64_t n, const int32_t* tokens,
                          const float* hc, uint32_t flags, float* logits, size_t logits_floats) {
     const int b = next_buf_;

@@ -65,6 +65,13 @@ class pipeline {
     // Returns the argmax of the restored logits row.
     int32_t restore(int32_t id, int64_t pos);
 
+    // Snapshots (docs/distributed.md): the payload sections (kv/payload.h) of the layers of
+    // stages 1..N-1 of an n_past-token timeline, in layer order (`bytes` expected).
+    std::vector<uint8_t> save_state(int32_t id, int64_t n_past, uint64_t bytes);
+    // Loads an n_past-token timeline into stages 1..N-1: `data` is the logits row [n_vocab]
+    // f32 followed by their sections in layer order. Returns the argmax of the row.
+    int32_t load_state(int32_t id, int64_t n_past, const std::vector<uint8_t>& data);
+
     // Sends one chunk (rank 0's output state hc [n, n_hc*D]) to stage 1 without waiting for
     // it: two send buffers, so rank 0 computes the next chunk while this one travels. The
     // chunk's logits rows (flags eval_logits_all / eval_logits_last) will be written to

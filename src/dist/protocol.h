@@ -12,12 +12,13 @@
 // what the stages do (stage.h, pipeline.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace magnetar::dist {
 
 inline constexpr uint32_t k_magic = 0x5344474Du;  // "MGDS"
-inline constexpr uint16_t k_version = 1;
+inline constexpr uint16_t k_version = 2;  // 2: save_state, load_state
 
 // MPI tags.
 enum tag : int {
@@ -39,6 +40,13 @@ enum class op : uint16_t {
     checkpoint = 14,       // take a checkpoint at the current position
     restore = 15,          // a = position of a held checkpoint
     ping = 16,             // data travels the chain untouched (benchmark of the hops)
+    // Session snapshots (kv/payload.h sections of each stage's layers), along the chain.
+    save_state = 17,       // a = n_past; data: the sections of the stages before, in layer
+                           // order; each stage appends its own; reply data: every section of
+                           // stages 1..N-1
+    load_state = 18,       // a = n_past; data: the logits row [n_vocab] f32, then the sections
+                           // of this stage and the following ones; each stage takes its own
+                           // and forwards the rest; reply a = argmax of the logits row
     // Logits requests, rank 0 -> last stage directly.
     fetch_logits = 20,     // reply data: the last row [n_vocab] f32
     sample = 21,           // data: sample_request; reply a = token, b = the generator's state
@@ -86,6 +94,9 @@ struct load_request {
     uint32_t layer_end[64] = {0};
 };
 inline constexpr int k_max_stages = 64;
+
+// Snapshot data travels in messages of at most this many bytes (MPI counts are int).
+inline constexpr size_t k_state_piece = size_t{1} << 28;
 
 // The reply to op::load: what the handshake compares.
 struct hello {

@@ -19,6 +19,7 @@
 #include "dist/wire.h"
 #include "graph/forward.h"
 #include "kv/kv_cache.h"
+#include "kv/payload.h"
 #include "magnetar/sampler.h"
 #include "model/model.h"
 
@@ -59,6 +60,10 @@ class worker {
     void create(const cmd_header& h);
     void eval(const cmd_header& h, std::vector<uint8_t>& data);
     void take_checkpoint(stage_session& s);
+    void save_state(const cmd_header& h, std::vector<uint8_t>& data);
+    void load_state(const cmd_header& h, std::vector<uint8_t>& data);
+    // Forwards a snapshot command with its data, or (last stage) answers rank 0 with it.
+    void pass_state(const cmd_header& h, int64_t a, const std::vector<uint8_t>& data);
     std::span<const float> last_row(const stage_session& s) const;
     void reply(op code, int64_t a, int64_t b, const void* data, size_t n, bool ok = true);
     void forward_cmd(const cmd_header& h, const void* data, size_t n);
@@ -188,6 +193,75 @@ void worker::take_checkpoint(stage_session& s) {
     s.checkpoints.push_back(std::move(cp));
 }
 
+void worker::pass_state(const cmd_header& h, int64_t a, const std::vector<uint8_t>& data) {
+    if (is_last()) {
+        reply_header r;
+        r.code = h.code;
+        r.rank = rank();
+        r.a = a;
+        r.data_bytes = data.size();
+        send(0, tag_reply, &r, sizeof(r));
+        send_state(0, tag_reply_data, data.data(), data.size());
+    } else {
+        cmd_header f = h;
+        f.data_bytes = data.size();
+        send(rank() + 1, tag_cmd, &f, sizeof(f));
+        send_state(rank() + 1, tag_cmd_data, data.data(), data.size());
+    }
+}
+
+void worker::save_state(const cmd_header& h, std::vector<uint8_t>& data) {
+    stage_session& s = session(h.session);
+    if (h.a != s.n_past)
+        throw Error(strfmt("pipeline: snapshot of a %lld-token timeline, this stage holds %lld",
+                           static_cast<long long>(h.a), static_cast<long long>(s.n_past)));
+    be_->synchronize();
+    kv::write_payload_layers(*be_, m_->hp(), *s.cache, s.n_past, l0_, l1_,
+                             [&data](const void* p, size_t n) {
+                                 const uint8_t* b = static_cast<const uint8_t*>(p);
+                                 data.insert(data.end(), b, b + n);
+                                 return true;
+                             });
+    pass_state(h, 0, data);
+}
+
+void worker::load_state(const cmd_header& h, std::vector<uint8_t>& data) {
+    const hparams& hp = m_->hp();
+    stage_session& s = session(h.session);
+    const int64_t n = h.a;
+    const size_t row = static_cast<size_t>(hp.n_vocab) * sizeof(float);
+    uint64_t mine = 0;
+    for (uint32_t il = l0_; il < l1_; ++il) mine += kv::payload_layer_size(hp, n, il);
+    const bool size_ok = n >= 1 && n <= s.cache->n_ctx() && data.size() >= row + mine &&
+                         (!is_last() || data.size() == row + mine);
+    if (!size_ok)
+        throw Error(strfmt("pipeline: snapshot of %lld tokens with %zu bytes does not fit this "
+                           "stage (layers %u:%u, context %lld)",
+                           static_cast<long long>(n), data.size(), l0_, l1_,
+                           static_cast<long long>(s.cache->n_ctx())));
+    s.cache->clear_small();
+    s.checkpoints.clear();
+    size_t at = row;
+    kv::read_payload_layers(*be_, hp, *s.cache, n, l0_, l1_, [&](void* p, size_t k) {
+        if (k > data.size() - at) return false;
+        std::memcpy(p, data.data() + at, k);
+        at += k;
+        return true;
+    });
+    be_->synchronize();
+    s.n_past = n;
+    if (is_last()) {
+        std::memcpy(s.logits.data(), data.data(), row);
+        s.n_rows = 1;
+        const std::vector<uint8_t> none;
+        pass_state(h, sampler::argmax(last_row(s)), none);
+        return;
+    }
+    data.erase(data.begin() + static_cast<std::ptrdiff_t>(row),
+               data.begin() + static_cast<std::ptrdiff_t>(row + mine));
+    pass_state(h, 0, data);
+}
+
 void worker::eval(const cmd_header& h, std::vector<uint8_t>& data) {
     const hparams& hp = m_->hp();
     stage_session& s = session(h.session);
@@ -258,7 +332,11 @@ int worker::run() {
         }
         if (!loaded_ && h.code != op::ping) throw Error("pipeline: session command before the model was loaded");
         data.resize(h.data_bytes);
-        if (h.data_bytes > 0) recv(from, tag_cmd_data, data.data(), data.size(), 0, "command data");
+        if (h.code == op::save_state || h.code == op::load_state) {
+            recv_state(from, tag_cmd_data, data.data(), data.size(), 0, "snapshot data");
+        } else if (h.data_bytes > 0) {
+            recv(from, tag_cmd_data, data.data(), data.size(), 0, "command data");
+        }
         const bool chain = h.code == op::create_session || h.code == op::destroy_session ||
                            h.code == op::clear || h.code == op::checkpoint ||
                            h.code == op::restore;
@@ -301,6 +379,12 @@ int worker::run() {
             }
             case op::eval:
                 eval(h, data);
+                break;
+            case op::save_state:
+                save_state(h, data);
+                break;
+            case op::load_state:
+                load_state(h, data);
                 break;
             case op::fetch_logits: {
                 const std::span<const float> l = last_row(session(h.session));

@@ -194,6 +194,7 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
     s->eng = impl_.get();
     s->opts = opts;
     s->opts.chunk_size = std::min(opts.chunk_size, opts.n_ctx);
+    s->payload_chunk = s->opts.chunk_size;
     backend::backend& be = *impl_->be;
     uint32_t l0 = 0, l1 = hp.n_layer;
     if (impl_->pipe) {

@@ -82,6 +82,9 @@ struct Session::impl {
     bool remote_logits = false;
     bool logits_fetched = false;
     int32_t remote_argmax = 0;
+    // The prefill chunk a snapshot records: the session's own, before the pipeline's cut, so
+    // a pipelined run writes the bytes of a single process.
+    int64_t payload_chunk = 0;
     std::vector<float> hc;  // rank 0's output state of one chunk [chunk, n_hc*D]
     void fetch_logits();
     void take_checkpoint();

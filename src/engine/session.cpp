@@ -447,16 +447,29 @@ status Session::save_payload(std::vector<uint8_t>* out) const {
 }
 
 status Session::save_payload(const byte_sink& sink) const {
-    const impl& s = *impl_;
+    impl& s = *impl_;
     if (s.n_past == 0) return {status_code::invalid_argument, "save_payload: empty timeline"};
-    if (s.eng->pipe) {
-        return {status_code::unsupported,
-                "save_payload: session snapshots are not supported in a pipelined (MPI) run yet"};
-    }
     std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
+    const hparams& hp = s.eng->m->hp();
     try {
-        kv::write_payload(*s.eng->be, s.eng->m->hp(), *s.cache, s.opts.chunk_size, s.tokens,
-                          s.last_logits(), sink);
+        if (!s.eng->pipe) {
+            kv::write_payload(*s.eng->be, hp, *s.cache, s.payload_chunk, s.tokens,
+                              s.last_logits(), sink);
+            return {};
+        }
+        // Pipelined: the other stages' layer sections first (nothing reaches the sink if the
+        // pipeline fails), then the same bytes a single process writes.
+        const uint32_t l1 = s.cache->layer_end();
+        uint64_t remote = 0;
+        for (uint32_t il = l1; il < hp.n_layer; ++il)
+            remote += kv::payload_layer_size(hp, s.n_past, il);
+        const std::vector<uint8_t> rest = s.eng->pipe->save_state(s.dist_id, s.n_past, remote);
+        s.fetch_logits();
+        s.eng->be->synchronize();
+        kv::write_payload_head(hp, *s.cache, s.payload_chunk, s.tokens, s.last_logits(), sink);
+        kv::write_payload_layers(*s.eng->be, hp, *s.cache, s.n_past, 0, l1, sink);
+        if (!rest.empty() && !sink(rest.data(), rest.size()))
+            throw Error("session payload: write failed");
     } catch (const Error& e) {
         return {status_code::internal, e.what()};
     }
@@ -477,21 +490,49 @@ status Session::load_payload(std::span<const uint8_t> bytes) {
 
 status Session::load_payload(const byte_source& source, uint64_t size) {
     impl& s = *impl_;
-    if (s.eng->pipe) {
-        return {status_code::unsupported,
-                "load_payload: session snapshots are not supported in a pipelined (MPI) run yet"};
-    }
     std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
     s.checkpoints.clear();
     s.n_mtp_rows = 0;
+    const hparams& hp = s.eng->m->hp();
     std::vector<float> row;
+    bool sent = false;  // pipelined: the other stages have been asked to load
     try {
-        kv::read_payload(*s.eng->be, s.eng->m->hp(), *s.cache, source, size, &s.tokens, &row);
+        if (!s.eng->pipe) {
+            kv::read_payload(*s.eng->be, hp, *s.cache, source, size, &s.tokens, &row);
+        } else {
+            // Every byte is read and the head checked before the other stages are asked to
+            // load: a bad payload is refused here (and the timeline emptied everywhere, as a
+            // single process empties it).
+            kv::read_payload_head(hp, *s.cache, source, size, &s.tokens, &row);
+            const int64_t n = static_cast<int64_t>(s.tokens.size());
+            const uint32_t l1 = s.cache->layer_end();
+            s.cache->clear_small();
+            kv::read_payload_layers(*s.eng->be, hp, *s.cache, n, 0, l1, source);
+            uint64_t remote = 0;
+            for (uint32_t il = l1; il < hp.n_layer; ++il)
+                remote += kv::payload_layer_size(hp, n, il);
+            const size_t row_bytes = row.size() * sizeof(float);
+            std::vector<uint8_t> rest(row_bytes + remote);
+            std::memcpy(rest.data(), row.data(), row_bytes);
+            if (remote > 0 && !source(rest.data() + row_bytes, remote))
+                throw Error("session payload: read failed in the layers of the other stages");
+            sent = true;
+            s.remote_argmax = s.eng->pipe->load_state(s.dist_id, n, rest);
+            s.logits_fetched = true;  // the row is here as well
+        }
     } catch (const Error& e) {
         s.cache->clear_small();
         s.tokens.clear();
         s.n_past = 0;
         s.n_logit_rows = 0;
+        if (sent) return {status_code::internal, e.what()};
+        if (s.eng->pipe) {
+            try {
+                s.eng->pipe->clear(s.dist_id);  // the timeline is empty everywhere
+            } catch (const Error& e2) {
+                return {status_code::internal, strfmt("%s (then: %s)", e.what(), e2.what())};
+            }
+        }
         return {status_code::bad_payload, e.what()};
     }
     s.n_past = static_cast<int64_t>(s.tokens.size());

@@ -85,30 +85,37 @@ class reader {
 
 }  // namespace
 
-uint64_t payload_size(const hparams& hp, int64_t n) {
+uint64_t payload_head_size(const hparams& hp, int64_t n) {
+    return 4ull * k_payload_fields + 4ull * static_cast<uint64_t>(n) + 4ull * hp.n_vocab +
+           8ull * hp.n_layer;
+}
+
+uint64_t payload_layer_size(const hparams& hp, int64_t n, uint32_t il) {
     const uint64_t hd = hp.n_head_dim;
     const uint64_t id = hp.n_indexer_head_dim;
     const uint64_t un = static_cast<uint64_t>(n);
-    uint64_t b = 4ull * k_payload_fields + 4ull * un + 4ull * hp.n_vocab + 8ull * hp.n_layer;
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        b += 4ull * raw_rows_of(hp, n) * hd;
-        const uint32_t r = hp.compress_ratio(il);
-        if (r == 0) continue;
-        const uint64_t c = hparams::coff(r);
-        b += 4ull * (un / r) * hd + 2ull * 4ull * (c * r) * (c * hd);
-        if (r == 4) b += 4ull * (un / 4) * id + 2ull * 4ull * 8ull * (2ull * id);
-    }
+    uint64_t b = 4ull * raw_rows_of(hp, n) * hd;
+    const uint32_t r = hp.compress_ratio(il);
+    if (r == 0) return b;
+    const uint64_t c = hparams::coff(r);
+    b += 4ull * (un / r) * hd + 2ull * 4ull * (c * r) * (c * hd);
+    if (r == 4) b += 4ull * (un / 4) * id + 2ull * 4ull * 8ull * (2ull * id);
     return b;
 }
 
-void write_payload(backend::backend& be, const hparams& hp, const cache& c, int64_t chunk,
-                   std::span<const int32_t> tokens, std::span<const float> logits,
-                   const byte_sink& sink) {
+uint64_t payload_size(const hparams& hp, int64_t n) {
+    uint64_t b = payload_head_size(hp, n);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) b += payload_layer_size(hp, n, il);
+    return b;
+}
+
+void write_payload_head(const hparams& hp, const cache& c, int64_t chunk,
+                        std::span<const int32_t> tokens, std::span<const float> logits,
+                        const byte_sink& sink) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     MAGNETAR_ASSERT(logits.size() == hp.n_vocab, "write_payload: logits row of the wrong size");
     cache& cc = const_cast<cache&>(c);  // layer() is not const; nothing is modified
-    const int64_t raw_cap = cc.layer(0).raw.ne[1];
-    const uint32_t w = raw_rows_of(hp, n);
+    const int64_t raw_cap = cc.layer(c.layer_begin()).raw.ne[1];
     writer out(sink);
     const uint32_t fields[k_payload_fields] = {
         k_payload_magic,
@@ -123,7 +130,7 @@ void write_payload(backend::backend& be, const hparams& hp, const cache& c, int6
         hp.n_head_dim,
         hp.n_indexer_head_dim,
         hp.n_vocab,
-        w,
+        raw_rows_of(hp, n),
     };
     for (uint32_t f : fields) out.u32(f);
     out.bytes(tokens.data(), tokens.size() * sizeof(int32_t));
@@ -135,10 +142,23 @@ void write_payload(backend::backend& be, const hparams& hp, const cache& c, int6
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         out.u32(hp.compress_ratio(il) == 4 ? static_cast<uint32_t>(n / 4) : 0u);
     }
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    MAGNETAR_ASSERT(out.written() == payload_head_size(hp, n), "write_payload: head size mismatch");
+}
+
+void write_payload_layers(backend::backend& be, const hparams& hp, const cache& c, int64_t n,
+                          uint32_t l0, uint32_t l1, const byte_sink& sink) {
+    MAGNETAR_ASSERT(l0 >= c.layer_begin() && l1 <= c.layer_end() && l0 <= l1,
+                    "write_payload: layers not held by this cache");
+    cache& cc = const_cast<cache&>(c);  // layer() is not const; nothing is modified
+    writer out(sink);
+    uint64_t want = 0;
+    for (uint32_t il = l0; il < l1; ++il) {
         const layer_state& s = cc.layer(il);
+        const int64_t raw_cap = s.raw.ne[1];
+        const int64_t w = raw_rows_of(hp, n);
         // Raw rows in logical order: position p lives in ring slot p mod raw_cap.
         for (int64_t p = n - w; p < n; ++p) out.rows(be, s.raw, p % raw_cap, 1);
+        want += payload_layer_size(hp, n, il);
         if (s.ratio == 0) continue;
         out.rows(be, s.comp_rows, 0, n / s.ratio);
         out.whole(be, s.comp_kv);
@@ -149,11 +169,18 @@ void write_payload(backend::backend& be, const hparams& hp, const cache& c, int6
             out.whole(be, s.idx_score);
         }
     }
-    MAGNETAR_ASSERT(out.written() == payload_size(hp, n), "write_payload: size mismatch");
+    MAGNETAR_ASSERT(out.written() == want, "write_payload: layer size mismatch");
 }
 
-void read_payload(backend::backend& be, const hparams& hp, cache& c, const byte_source& source,
-                  uint64_t size, std::vector<int32_t>* tokens, std::vector<float>* logits) {
+void write_payload(backend::backend& be, const hparams& hp, const cache& c, int64_t chunk,
+                   std::span<const int32_t> tokens, std::span<const float> logits,
+                   const byte_sink& sink) {
+    write_payload_head(hp, c, chunk, tokens, logits, sink);
+    write_payload_layers(be, hp, c, static_cast<int64_t>(tokens.size()), 0, hp.n_layer, sink);
+}
+
+void read_payload_head(const hparams& hp, const cache& c, const byte_source& source,
+                       uint64_t size, std::vector<int32_t>* tokens, std::vector<float>* logits) {
     reader in(source, size);
     uint32_t f[k_payload_fields];
     static const char* const names[k_payload_fields] = {
@@ -206,11 +233,21 @@ void read_payload(backend::backend& be, const hparams& hp, cache& c, const byte_
                                    got, pass == 0 ? "compressed" : "indexer", exp));
         }
     }
-    c.clear_small();
-    const int64_t raw_cap = c.layer(0).raw.ne[1];
+    MAGNETAR_ASSERT(in.left() == size - payload_head_size(hp, n),
+                    "read_payload: head size mismatch");
+}
+
+void read_payload_layers(backend::backend& be, const hparams& hp, cache& c, int64_t n,
+                         uint32_t l0, uint32_t l1, const byte_source& source) {
+    MAGNETAR_ASSERT(l0 >= c.layer_begin() && l1 <= c.layer_end() && l0 <= l1,
+                    "read_payload: layers not held by this cache");
+    uint64_t size = 0;
+    for (uint32_t il = l0; il < l1; ++il) size += payload_layer_size(hp, n, il);
+    reader in(source, size);
     const int64_t w = raw_rows_of(hp, n);
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    for (uint32_t il = l0; il < l1; ++il) {
         layer_state& s = c.layer(il);
+        const int64_t raw_cap = s.raw.ne[1];
         for (int64_t p = n - w; p < n; ++p) in.rows(be, s.raw, p % raw_cap, 1, "raw rows");
         if (s.ratio == 0) continue;
         in.rows(be, s.comp_rows, 0, n / s.ratio, "compressed rows");
@@ -223,6 +260,13 @@ void read_payload(backend::backend& be, const hparams& hp, cache& c, const byte_
         }
     }
     MAGNETAR_ASSERT(in.left() == 0, "read_payload: bytes left after the last layer");
+}
+
+void read_payload(backend::backend& be, const hparams& hp, cache& c, const byte_source& source,
+                  uint64_t size, std::vector<int32_t>* tokens, std::vector<float>* logits) {
+    read_payload_head(hp, c, source, size, tokens, logits);
+    c.clear_small();
+    read_payload_layers(be, hp, c, static_cast<int64_t>(tokens->size()), 0, hp.n_layer, source);
 }
 
 }  // namespace magnetar::kv

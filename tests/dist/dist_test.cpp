@@ -1,9 +1,10 @@
 // Pipelined inference under mpirun (src/dist, docs/distributed.md): 2 and 3 ranks on the tiny
 // model against the single-process engine (logits over 300 positions of prefill and of decode,
 // bitwise with the HC state as F32 and within the BF16 tolerance otherwise; greedy
-// continuations; seeded sampling; one chat completion through the server), the handshake's
-// errors, a rank killed mid-generation, and the layer split. Every case that needs mpirun
-// skips when the build has no MPI.
+// continuations; seeded sampling; one chat completion through the server), session snapshots
+// moved between a single process and 2 or 3 stages, the handshake's errors, a rank killed
+// mid-generation, and the layer split. Every case that needs mpirun skips when the build has no
+// MPI.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -239,6 +240,88 @@ TEST(Dist, GreedyAndSeededContinuationsMatchTheSingleProcess) {
         EXPECT_EQ(strip_ansi(one.out), strip_ansi(two.out)) << sampling;
         EXPECT_NE(two.err.find("pipeline of 2 stages"), std::string::npos) << two.err;
     }
+}
+
+// Tokens [b, e) of token_file()'s walk, as a token file.
+std::string token_slice(int b, int e) {
+    const std::string path =
+        temp_dir() + "/tokens-" + std::to_string(b) + "-" + std::to_string(e) + ".json";
+    std::ofstream f(path);
+    f << "[";
+    uint32_t x = 12345;
+    const uint32_t n_vocab = cli_engine().info().n_vocab;
+    for (int i = 0; i < e; ++i) {
+        x = x * 1103515245u + 12345u;
+        if (i >= b) f << (i > b ? "," : "") << ((x >> 8) % n_vocab);
+    }
+    f << "]";
+    return path;
+}
+
+// eval-logits of tokens [b, e) in a 300-token session (np 0: single process), after loading
+// `load` when given and saving the payload to `save` when given.
+std::vector<float> snapshot_run(int np, int b, int e, const std::string& load,
+                                const std::string& save, const std::string& extra) {
+    const std::string out = temp_dir() + "/snap-logits.f32";
+    std::string cmd = np > 0 ? mpirun(np) : std::string();
+    cmd += magnetar_bin() + " eval-logits -t 1 --ctx 300 --all-positions --wire-f32 -m " +
+           shell_quote(cli_tiny_model()) + " --tokens " + shell_quote(token_slice(b, e)) +
+           " --out " + shell_quote(out) + " " + extra;
+    if (!load.empty()) cmd += " --load-payload " + shell_quote(load);
+    if (!save.empty()) cmd += " --save-payload " + shell_quote(save);
+    const cmd_result r = run_shell(cmd);
+    EXPECT_EQ(r.rc, 0) << cmd << "\n" << r.err;
+    if (r.rc != 0) return {};
+    return read_f32(out);
+}
+
+// The logits rows [b, e) of a 300-row run.
+std::vector<float> rows_of(const std::vector<float>& all, int b, int e) {
+    const size_t v = cli_engine().info().n_vocab;
+    if (all.size() < static_cast<size_t>(e) * v) return {};
+    return {all.begin() + static_cast<std::ptrdiff_t>(b * v),
+            all.begin() + static_cast<std::ptrdiff_t>(e * v)};
+}
+
+// A snapshot at 173 tokens (raw window wrapped, compressor frontiers part-filled) saved by 2
+// stages is the single process's payload byte for byte and loads in a single process; the
+// single process's loads into 2 and 3 stages (another split). Every continuation gives the
+// logits of the uncut run.
+TEST(Dist, SnapshotsMoveBetweenOneProcessAndThePipeline) {
+    REQUIRE_MPI();
+    const int cut = 173;
+    const std::vector<float> full = single_logits("prefill");
+    const std::vector<float> head = rows_of(full, 0, cut);
+    const std::vector<float> tail = rows_of(full, cut, 300);
+    const std::string one = temp_dir() + "/snap-1.bin";
+    const std::string two = temp_dir() + "/snap-2.bin";
+    expect_bitwise(head, snapshot_run(0, 0, cut, "", one, ""));
+    expect_bitwise(head, snapshot_run(2, 0, cut, "", two, ""));
+    const std::vector<uint8_t> want = read_file(one);
+    ASSERT_FALSE(want.empty());
+    EXPECT_TRUE(read_file(two) == want) << "the 2-stage payload differs";
+    expect_bitwise(tail, snapshot_run(0, cut, 300, two, "", ""));
+    expect_bitwise(tail, snapshot_run(2, cut, 300, one, "", ""));
+    expect_bitwise(tail, snapshot_run(3, cut, 300, one, "", "--layers 0:3,3:5,5:6"));
+}
+
+// A bad payload is refused on rank 0 with the payload's error, and the job ends without hanging.
+TEST(Dist, PipelinedLoadRefusesABadPayload) {
+    REQUIRE_MPI();
+    std::vector<uint8_t> bad(256, 0);
+    const uint32_t head[2] = {0x34565344u, 7};  // "DSV4", version 7
+    std::memcpy(bad.data(), head, sizeof(head));
+    const std::string path = temp_dir() + "/snap-bad.bin";
+    write_file(path, bad);
+    const std::string cmd = "timeout 60 " + mpirun(2) + magnetar_bin() +
+                            " eval-logits -t 1 --ctx 300 -m " + shell_quote(cli_tiny_model()) +
+                            " --tokens " + shell_quote(token_slice(0, 8)) + " --out " +
+                            shell_quote(temp_dir() + "/snap-bad.f32") + " --load-payload " +
+                            shell_quote(path);
+    const cmd_result r = run_shell(cmd);
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.rc, 124) << "hung";
+    EXPECT_NE(r.err.find("session payload: version is 7, expected 1"), std::string::npos) << r.err;
 }
 
 TEST(Dist, HandshakeRejectsABadSplit) {

@@ -63,15 +63,29 @@ struct args {
     std::string dump_dir;
     std::string mtp_out;
     int threads = 0;
+    int64_t ctx = 0;
+    std::string load_payload;
+    std::string save_payload;
     pipeline_flags pipeline;
 };
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+    file_ptr f(std::fopen(path.c_str(), "rb"));
+    if (!f) throw std::runtime_error("cannot read " + path);
+    std::vector<uint8_t> out;
+    uint8_t buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) out.insert(out.end(), buf, buf + n);
+    if (std::ferror(f.get())) throw std::runtime_error("read failed: " + path);
+    return out;
+}
 
 int run(const args& a) {
     const std::vector<int32_t> ids = read_token_file(a.tokens);
     const int64_t n = static_cast<int64_t>(ids.size());
 
     session_options so;
-    so.n_ctx = n;
+    so.n_ctx = a.ctx > 0 ? a.ctx : n;
     bool decode = false;
     if (a.mode == "prefill") {
         so.chunk_size = 2048;
@@ -112,6 +126,8 @@ int run(const args& a) {
         });
     }
 
+    if (!a.load_payload.empty()) check(session->load_payload(read_bytes(a.load_payload)));
+
     file_ptr out = open_out(a.out);
     file_ptr mtp = a.mtp_out.empty() ? nullptr : open_out(a.mtp_out);
     auto write_mtp = [&] {
@@ -132,6 +148,14 @@ int run(const args& a) {
             write_floats(out.get(), session->logits_at(i).data(), n_vocab, a.out);
         }
         write_mtp();
+    }
+
+    if (!a.save_payload.empty()) {
+        std::vector<uint8_t> bytes;
+        check(session->save_payload(&bytes));
+        file_ptr f = open_out(a.save_payload);
+        if (std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
+            throw std::runtime_error("write failed: " + a.save_payload);
     }
 
     // Final cache state dumps (comp_rows, index_rows) of every layer that has them.
@@ -170,6 +194,11 @@ action setup(CLI::App& sub) {
     sub.add_option("--mtp-out", a->mtp_out,
                    "MTP draft logits [n_positions - 1, n_vocab] (models with MTP)");
     sub.add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
+    sub.add_option("--ctx", a->ctx, "Session context (default: the number of tokens)");
+    sub.add_option("--load-payload", a->load_payload,
+                   "Session payload (protocol section 6.4.3) to load before the tokens");
+    sub.add_option("--save-payload", a->save_payload,
+                   "Write the session payload after the tokens to this file");
     add_pipeline_flags(sub, a->pipeline);
     sub.footer("All modes give the same logits. Dump names and file shapes: docs/reference.md.");
     return [a]() { return run(*a); };
