@@ -21,7 +21,7 @@ werror=OFF
 if [ "${CI:-}" = "true" ]; then werror=ON; fi
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMAGNETAR_SANITIZE=ON \
     -DMAGNETAR_WERROR=$werror >/dev/null
-cmake --build build-asan --target test_unit test_quant
+cmake --build build-asan --target test_unit test_quant v41_formats_dump
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L 'unit|quant' | tee -a "$log"
 
