@@ -16,6 +16,10 @@ namespace magnetar::graph {
 // Tensor over a bound weight's bytes (an empty tensor for an absent optional weight).
 tensor weight_tensor(const weight& w);
 
+// Hands t [n, width] (F32, or I32 written as floats) to the dump sink under `name` when wanted.
+void tap_rows(backend::backend& be, dump_sink* dump, const std::string& name, int64_t p0,
+              const tensor& t);
+
 struct chunk_ctx {
     chunk_ctx(backend::backend& b, const hparams& h, arena& a) : be(b), hp(h), ar(a) {}
 

@@ -20,10 +20,9 @@ tensor weight_tensor(const weight& w) {
     return make_tensor(const_cast<uint8_t*>(w.data), w.type, w.ne[0], w.ne[1], w.ne[2], w.ne[3]);
 }
 
-void chunk_ctx::tap(const tensor& t, const char* what) const {
-    if (!dump) return;
-    const std::string name = prefix + what;
-    if (!dump->wants(name)) return;
+void tap_rows(backend::backend& be, dump_sink* dump, const std::string& name, int64_t p0,
+              const tensor& t) {
+    if (!dump || !dump->wants(name)) return;
     std::vector<float> host(static_cast<size_t>(t.n_elements()));
     if (t.type == ggml_type::I32) {
         std::vector<int32_t> ids(host.size());
@@ -34,6 +33,10 @@ void chunk_ctx::tap(const tensor& t, const char* what) const {
         be.download(t, host.data());
     }
     dump->rows(name, p0, t.n_rows(), t.ne[0], host.data());
+}
+
+void chunk_ctx::tap(const tensor& t, const char* what) const {
+    if (dump) tap_rows(be, dump, prefix + what, p0, t);
 }
 
 backend::rope_params rope_for(const hparams& hp, uint32_t ratio) {

@@ -46,19 +46,7 @@ struct ctx41 {
     int64_t draft_ring_slots = -1;
 
     void tap(const tensor& t, const char* what) const {
-        if (!dump) return;
-        const std::string name = prefix + what;
-        if (!dump->wants(name)) return;
-        std::vector<float> host(static_cast<size_t>(t.n_elements()));
-        if (t.type == ggml_type::I32) {
-            std::vector<int32_t> ids(host.size());
-            be.download(t, ids.data());
-            std::transform(ids.begin(), ids.end(), host.begin(),
-                           [](int32_t v) { return static_cast<float>(v); });
-        } else {
-            be.download(t, host.data());
-        }
-        dump->rows(name, p0, t.n_rows(), t.ne[0], host.data());
+        if (dump) tap_rows(be, dump, prefix + what, p0, t);
     }
 };
 

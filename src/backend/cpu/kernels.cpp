@@ -199,4 +199,34 @@ void dequant_row(const tensor& w, int64_t r, float* dst) {
     type_traits_of(w.type).to_float(src, dst, w.ne[0]);
 }
 
+tensor expert_view(const tensor& w, int64_t e) {
+    tensor v = w;
+    v.data = static_cast<uint8_t*>(w.data) + static_cast<size_t>(e) * w.nb[2];
+    v.ne[2] = 1;
+    v.nb[3] = v.nb[2];
+    return v;
+}
+
+void sort_slots_by_expert(const tensor& sel, int64_t n_expert, int32_t* order, int32_t* row_of,
+                          int32_t* start) {
+    const int64_t n = sel.n_rows();
+    const int64_t k = sel.ne[0];
+    std::fill_n(start, n_expert + 1, 0);
+    for (int64_t t = 0; t < n; ++t) {
+        for (int64_t i = 0; i < k; ++i) ++start[sel.i32_row(t)[i] + 1];
+    }
+    for (int64_t e = 0; e < n_expert; ++e) start[e + 1] += start[e];
+    // Place the pairs with running cursors (start[e] advances to start[e + 1]; restored below).
+    for (int64_t t = 0; t < n; ++t) {
+        for (int64_t i = 0; i < k; ++i) {
+            const int32_t e = sel.i32_row(t)[i];
+            const int32_t r = start[e]++;
+            order[r] = static_cast<int32_t>(t * k + i);
+            row_of[t * k + i] = r;
+        }
+    }
+    for (int64_t e = n_expert; e > 0; --e) start[e] = start[e - 1];
+    start[0] = 0;
+}
+
 }  // namespace magnetar::cpu

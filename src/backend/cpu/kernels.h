@@ -79,6 +79,15 @@ inline float swiglu_clamped(float g, float u, float c) {
 // Weighted RMS norm of one row segment: out = x / sqrt(mean(x^2) + eps) * w (w may be null).
 void rms_norm_row(const float* x, const float* w, float* out, int64_t n, float eps);
 
+// Expert e's matrix inside a routed-expert tensor [n_in, n_out, E].
+tensor expert_view(const tensor& w, int64_t e);
+
+// Counting sort of the n*k (token, slot) pairs of sel [n, k] by expert id, keeping (token, slot)
+// order within an expert: order[j] = slot id t*k+i at sorted row j, row_of[t*k+i] = its row,
+// start[e] .. start[e+1] the rows of expert e (start has E + 1 entries).
+void sort_slots_by_expert(const tensor& sel, int64_t n_expert, int32_t* order, int32_t* row_of,
+                          int32_t* start);
+
 // Dequantizes row r of a weight tensor (any stored type) into dst (ne[0] floats).
 void dequant_row(const tensor& w, int64_t r, float* dst);
 

@@ -12,15 +12,6 @@ namespace {
 
 constexpr uint32_t kMaxUsed = 64;
 
-// Expert e's matrix inside a [n_in, n_out, E] tensor.
-tensor expert_view(const tensor& w, int64_t e) {
-    tensor v = w;
-    v.data = static_cast<uint8_t*>(w.data) + static_cast<size_t>(e) * w.nb[2];
-    v.ne[2] = 1;
-    v.nb[3] = v.nb[2];
-    return v;
-}
-
 }  // namespace
 
 void cpu_backend::router(const router_params& p, const tensor& logits, const tensor& bias,
@@ -85,22 +76,7 @@ void cpu_backend::moe(const tensor& x, const tensor& sel, const tensor& weights,
     int32_t* order = ws.slots.i32();
     int32_t* row_of = order + n * k;
     int32_t* start = row_of + n * k;  // [E + 1]
-    std::fill_n(start, E + 1, 0);
-    for (int64_t t = 0; t < n; ++t) {
-        for (int64_t i = 0; i < k; ++i) ++start[sel.i32_row(t)[i] + 1];
-    }
-    for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
-    // Place the pairs with running cursors (start[e] advances to start[e + 1]; restored below).
-    for (int64_t t = 0; t < n; ++t) {
-        for (int64_t i = 0; i < k; ++i) {
-            const int32_t e = sel.i32_row(t)[i];
-            const int32_t r = start[e]++;
-            order[r] = static_cast<int32_t>(t * k + i);
-            row_of[t * k + i] = r;
-        }
-    }
-    for (int64_t e = E; e > 0; --e) start[e] = start[e - 1];
-    start[0] = 0;
+    cpu::sort_slots_by_expert(sel, E, order, row_of, start);
 
     for (int64_t e = 0; e < E; ++e) {
         const int64_t r0 = start[e];
@@ -113,8 +89,8 @@ void cpu_backend::moe(const tensor& x, const tensor& sel, const tensor& weights,
         for (int64_t j = 0; j < cnt; ++j) {
             std::memcpy(xg.f32_row(j), x.f32_row(order[r0 + j] / k), static_cast<size_t>(D) * 4);
         }
-        matmul(expert_view(w.gate_exps, e), xg, g);
-        matmul(expert_view(w.up_exps, e), xg, u);
+        matmul(cpu::expert_view(w.gate_exps, e), xg, g);
+        matmul(cpu::expert_view(w.up_exps, e), xg, u);
         for (int64_t j = 0; j < cnt; ++j) {
             const int32_t slot = order[r0 + j];
             const float wt = weights.f32_row(slot / k)[slot % k];
@@ -122,7 +98,7 @@ void cpu_backend::moe(const tensor& x, const tensor& sel, const tensor& weights,
             const float* ur = u.f32_row(j);
             for (int64_t i = 0; i < F; ++i) gr[i] = wt * cpu::swiglu_clamped(gr[i], ur[i], clamp);
         }
-        matmul(expert_view(w.down_exps, e), g, c);
+        matmul(cpu::expert_view(w.down_exps, e), g, c);
     }
     // Sum each token's slots in slot order.
     pool_.parallel_for(

@@ -24,15 +24,6 @@ constexpr uint32_t kMaxHc = 8;
 constexpr int64_t kSlotBlock = 64;  // list slots per online-softmax block (§5.2)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Expert e's matrix inside a [n_in, n_out, E] tensor.
-tensor expert_view(const tensor& w, int64_t e) {
-    tensor v = w;
-    v.data = static_cast<uint8_t*>(w.data) + static_cast<size_t>(e) * w.nb[2];
-    v.ne[2] = 1;
-    v.nb[3] = v.nb[2];
-    return v;
-}
-
 // 1 / sqrt(mean(f^2) + eps) over n values, fp32 as the spec's RMS statistics.
 float rms_inv_f32(const float* f, int64_t n, float eps) {
     float ss = 0.0f;
@@ -448,21 +439,7 @@ void cpu_backend::moe41(const tensor& xq, const tensor& sel, const tensor& weigh
     int32_t* order = ws.slots.i32();
     int32_t* row_of = order + n * k;
     int32_t* start = row_of + n * k;  // [E + 1]
-    std::fill_n(start, E + 1, 0);
-    for (int64_t t = 0; t < n; ++t) {
-        for (int64_t i = 0; i < k; ++i) ++start[sel.i32_row(t)[i] + 1];
-    }
-    for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
-    for (int64_t t = 0; t < n; ++t) {
-        for (int64_t i = 0; i < k; ++i) {
-            const int32_t e = sel.i32_row(t)[i];
-            const int32_t r = start[e]++;
-            order[r] = static_cast<int32_t>(t * k + i);
-            row_of[t * k + i] = r;
-        }
-    }
-    for (int64_t e = E; e > 0; --e) start[e] = start[e - 1];
-    start[0] = 0;
+    cpu::sort_slots_by_expert(sel, E, order, row_of, start);
 
     for (int64_t e = 0; e < E; ++e) {
         const int64_t r0 = start[e];
@@ -475,8 +452,8 @@ void cpu_backend::moe41(const tensor& xq, const tensor& sel, const tensor& weigh
         for (int64_t j = 0; j < cnt; ++j) {
             std::memcpy(xg.f32_row(j), xq.f32_row(order[r0 + j] / k), static_cast<size_t>(D) * 4);
         }
-        matmul(expert_view(w.gate_exps, e), xg, g);
-        matmul(expert_view(w.up_exps, e), xg, u);
+        matmul(cpu::expert_view(w.gate_exps, e), xg, g);
+        matmul(cpu::expert_view(w.up_exps, e), xg, u);
         for (int64_t j = 0; j < cnt; ++j) {
             const int32_t slot = order[r0 + j];
             const float wt = weights.f32_row(slot / k)[slot % k];
@@ -490,7 +467,7 @@ void cpu_backend::moe41(const tensor& xq, const tensor& sel, const tensor& weigh
             }
             quant::qdq_fp8_block32(gr, gr, F, nullptr, nullptr);
         }
-        matmul(expert_view(w.down_exps, e), g, c);
+        matmul(cpu::expert_view(w.down_exps, e), g, c);
         round_bf16(c);
     }
     // Each token's experts summed in ascending expert id (fp32).
