@@ -18,8 +18,12 @@ namespace magnetar::backend {
 
 class cpu_backend : public backend {
   public:
-    // reference: every matmul through cpu/ref/matmul_ref.h (diagnostics). exact: float
-    // activations for quantized weights too (else int8 activations, simd.h family (b)).
+    // reference: the reference order (diagnostics, and the V4.1 comparison with the PyTorch
+    // reference, docs/v41.md "Against the reference"): every matmul through
+    // cpu/ref/matmul_ref.h (one sequential fp32 sum per output, input index ascending) and the
+    // V4.1 ops' dot products sequential too; slower, the default fast path is unchanged.
+    // exact: float activations for quantized weights too (else int8 activations, simd.h
+    // family (b)).
     explicit cpu_backend(int n_threads, bool reference = false, bool exact = false);
     ~cpu_backend() override;
 

@@ -5,6 +5,12 @@
 // Every op computes a token's outputs with the same arithmetic whatever the batch: sums run in
 // a fixed order over the valid entries, and top-k selections break ties to the smaller index
 // (§5.3), so decode, prefill and chunked prefill agree bit for bit.
+//
+// Reference order (the backend's `reference` switch, docs/v41.md "Against the reference"): the
+// dot products of the indexer scores and of the attention scores become one sequential fp32
+// sum per output (acc = acc + a[i] * b[i], i ascending, product and sum rounded separately),
+// as the matmuls then are (cpu/ref/matmul_ref.h). Every other reduction here is sequential
+// already. The PyTorch reference (tests/reference/dsv41_ref) computes in that same order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,6 +35,13 @@ float rms_inv_f32(const float* f, int64_t n, float eps) {
     float ss = 0.0f;
     for (int64_t i = 0; i < n; ++i) ss += f[i] * f[i];
     return 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+}
+
+// One sequential fp32 sum of a[i] * b[i], i = 0 .. n-1 (the reference order).
+float dot_seq(const float* a, const float* b, int64_t n) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+    return acc;
 }
 
 // (score, index) order of §5.3: larger score first, then the smaller index.
@@ -249,6 +262,7 @@ void cpu_backend::indexer41(const indexer41_params& p, const tensor& qi, const t
                         (!cand_in || cand_in.ne[0] == p.cand_blocks) &&
                         ((!cand_in && !cand_out) || bsz > 0),
                     "indexer41: shapes");
+    float (*const dot)(const float*, const float*, int64_t) = reference_ ? dot_seq : cpu::dot_f32;
     pool_.parallel_for(
         n,
         [&](int64_t t0, int64_t t1, int) {
@@ -271,7 +285,7 @@ void cpu_backend::indexer41(const indexer41_params& p, const tensor& qi, const t
                     quant::unpack_index_key_row(keys.row_ptr(j), di, kj.data());
                     float sum = 0.0f;
                     for (int64_t h = 0; h < hi; ++h) {
-                        const float s = quant::round_bf16(cpu::dot_f32(q + h * di, kj.data(), di));
+                        const float s = quant::round_bf16(dot(q + h * di, kj.data(), di));
                         sum += quant::round_bf16(std::max(s, 0.0f) * wt[h]);
                     }
                     score[static_cast<size_t>(j)] = quant::round_bf16(sum);
@@ -343,6 +357,7 @@ void cpu_backend::attention41(const attention41_params& p, const tensor& q, cons
                         (!sel || comp.ne[0] == quant::main_kv_row_bytes(hd)) && hd <= 4096,
                     "attention41: shapes");
     const float* sink = sinks.f32();
+    float (*const dot)(const float*, const float*, int64_t) = reference_ ? dot_seq : cpu::dot_f32;
     pool_.parallel_for(
         n,
         [&](int64_t t0, int64_t t1, int) {
@@ -391,7 +406,7 @@ void cpu_backend::attention41(const attention41_params& p, const tensor& q, cons
                         const float* qh = q.f32_row(t) + h * hd;
                         float mx = m[static_cast<size_t>(h)];
                         for (int64_t j = 0; j < nv; ++j) {
-                            s[j] = cpu::dot_f32(qh, keys.data() + j * hd, hd) * p.scale;
+                            s[j] = dot(qh, keys.data() + j * hd, hd) * p.scale;
                             mx = std::max(mx, s[j]);
                         }
                         const float a = std::exp(m[static_cast<size_t>(h)] - mx);

@@ -504,11 +504,10 @@ class Model:
         key = kv[:n * D].reshape(n, D)
         val = kv[n * D:]
         wq = w(pre + "engram_q_norm.weight", True) * w(pre + "engram_k_norm.weight", True)  # [n, D]
-        eps = torch.tensor(hp.rms_eps, dtype=F32)
-        rho = torch.rsqrt((X * X).mean(dim=1) + eps) * torch.rsqrt((key * key).mean(dim=1) + eps)
-        dot = ((X * wq) * key).sum(dim=1) * rho * torch.tensor(float(np.float32(D ** -0.5)), dtype=F32)
+        rho = (nm.rms_inv_f32(X, hp.rms_eps) * nm.rms_inv_f32(key, hp.rms_eps)).reshape(n)
+        dot = nm.seq_sum((X * wq) * key, dim=1) * rho * torch.tensor(float(np.float32(D ** -0.5)), dtype=F32)
         mag = torch.sqrt(torch.clamp(dot.abs(), min=float(np.float32(1e-6))))
-        gate = torch.sigmoid(torch.copysign(mag, dot))                    # [n]
+        gate = nm.sigmoid(torch.copysign(mag, dot))                       # [n]
         rec(pre + "engram_gate", gate)
         out = bf16(X + gate[:, None] * val[None, :])
         rec(pre + "engram_out", out.reshape(-1))
@@ -530,8 +529,8 @@ class Model:
         if (p + 1) % r != 0:
             return None
         b = src.pend_b
-        e = torch.exp(b - b.amax(dim=0, keepdim=True))
-        wts = e / e.sum(dim=0, keepdim=True)                              # r-way softmax per channel
+        e = nm.expf(b - b.amax(dim=0, keepdim=True))
+        wts = e / nm.seq_sum(e, dim=0).unsqueeze(0)                       # r-way softmax per channel
         zhat = wts[0] * src.pend_a[0]
         for u in range(1, r):
             zhat = zhat + wts[u] * src.pend_a[u]
@@ -566,7 +565,7 @@ class Model:
         omega = nm.bf16_linear(w(pre + "indexer.proj.weight"), x)
         omega = bf16(omega * torch.tensor(float(np.float32((hp.n_idx_dim ** -0.5) * (hp.n_idx_head ** -0.5))),
                                           dtype=F32))
-        s = bf16(torch.matmul(iota, keys.t()))                            # [HI, n]
+        s = bf16(nm.seq_matvec(keys, iota))                               # [HI, n] sequential dots
         u = bf16(torch.clamp(s, min=0.0) * omega[:, None])
         acc = u[0].clone()
         for h in range(1, u.shape[0]):
@@ -632,7 +631,7 @@ class Model:
         G, Ro = hp.n_group, hp.o_lora
         og = o.reshape(G, -1)                                              # [G, (H/G)*Dh]
         wa = w(pre + "attn_output_a.weight").reshape(G, Ro, -1)             # [G, Ro, (H/G)*Dh]
-        u = bf16(torch.bmm(wa, og.unsqueeze(2)).squeeze(2)).reshape(-1)   # [G*Ro]
+        u = torch.cat([nm.bf16_linear(wa[g], og[g]) for g in range(G)])    # [G*Ro]
         return nm.fp8_linear(w(pre + "attn_output_b.weight"), u)
 
     def compressed_selection(self, il, x, q_lat, p, rt, mode):
@@ -689,7 +688,7 @@ class Model:
         logits = nm.f32_linear(w(pre + "ffn_gate_inp.weight"), x)
         if hp.gate_temp != 1.0:
             logits = logits / torch.tensor(hp.gate_temp, dtype=F32)
-        sigma = torch.sqrt(torch.where(logits > 20, logits, torch.log1p(torch.exp(logits))))
+        sigma = torch.sqrt(nm.softplus(logits))
         biased = sigma + w(pre + "exp_probs_b.bias")
         sel = stable_topk(biased, n_used)
         g = sigma[torch.from_numpy(sel.astype(np.int64))]
@@ -710,7 +709,7 @@ class Model:
                              w.cat([pre + "ffn_gate_shexp.weight", pre + "ffn_up_shexp.weight"]
                                    ).unsqueeze(0)))                                        # [E+1, 2F, D]
             w2 = torch.cat((w(pre + "ffn_down_exps.weight"), w(pre + "ffn_down_shexp.weight").unsqueeze(0)))
-            w.cache[key] = (nm.block_weight(w13), nm.block_weight(w2))                     # [E+1, nb, 32, N]
+            w.cache[key] = (w13, w2)                                                       # [E+1, N, K]
         w13, w2 = w.cache[key]
         E = w13.shape[0] - 1
         order = np.sort(sel)
@@ -724,7 +723,7 @@ class Model:
             a = torch.minimum(a, lim)
         elif bool((lim > 0).any()):
             raise ValueError(f"layer {il}: mixed zero and non-zero SwiGLU clamps are not supported")
-        y = a * torch.sigmoid(a) * u                                                        # [k+1, F]
+        y = nm.silu(a) * u                                                                  # [k+1, F]
         gw = torch.ones(len(rows), dtype=F32)
         pos = {int(e): i for i, e in enumerate(sel)}
         gw[:-1] = torch.stack([g[pos[int(e)]] for e in order])
@@ -782,7 +781,8 @@ class Model:
             q = self.rope0.apply(qs[i], P + 1 + i)
             o = nm.sparse_attention(q, rows, valid, w(pre + "attn_sinks.weight"), Dh)
             o = self.rope0.apply(o, P + 1 + i, inverse=True)
-            u = bf16(torch.bmm(wa, o.reshape(G, -1).unsqueeze(2)).squeeze(2)).reshape(-1)
+            og = o.reshape(G, -1)
+            u = torch.cat([nm.bf16_linear(wa[g], og[g]) for g in range(G)])
             outs.append(u)
         return nm.fp8_linear(w(pre + "attn_output_b.weight"), torch.stack(outs))          # [B, D]
 

@@ -7,9 +7,19 @@ the RoPE tables (including YaRN) and their application, Sinkhorn, and the sparse
 with its 64-slot online softmax. Everything works on float32 torch tensors that hold the values
 the spec describes (a "bf16" tensor is a float32 tensor whose values are bf16-representable).
 
+Summation order (docs/v41.md "Against the reference"): every reduction is one sequential
+float32 sum in index order (acc = acc + a_i * b_i, the product and the sum each rounded; the
+matrix products are one such sum per output over the input index), except the RMSNorm
+statistic, a sequential float64 sum of squares. The transcendentals are the C library's float
+functions (expf, log1pf, cosf, sinf) on float32 arguments, and sigmoid(z) = 1 / (1 + expf(-z)),
+silu(z) = z / (1 + expf(-z)). The engine computes in the same order when its CPU backend runs
+in reference order, so the two agree bit for bit.
+
 It knows nothing about GGUF files, tensor names or the layer schedule (see model.py).
 """
 
+import ctypes
+import ctypes.util
 import math
 
 import numpy as np
@@ -35,6 +45,84 @@ def bf16(x):
 
 def f32(x):
     return torch.as_tensor(x, dtype=F32)
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared order: C library float transcendentals and sequential float32 sums
+# ---------------------------------------------------------------------------------------------
+
+
+def _libm_ufunc(name):
+    fn = getattr(_LIBM, name)
+    fn.restype = ctypes.c_float
+    fn.argtypes = [ctypes.c_float]
+    return np.frompyfunc(fn, 1, 1)
+
+
+_LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
+_EXPF, _LOG1PF, _COSF, _SINF = (_libm_ufunc(n) for n in ("expf", "log1pf", "cosf", "sinf"))
+
+
+def _np32(x):
+    if isinstance(x, torch.Tensor):
+        x = x.detach().numpy()
+    return np.asarray(x, dtype=np.float32)
+
+
+def _apply(uf, x):
+    a = _np32(x)
+    return torch.from_numpy(np.asarray(uf(a), dtype=np.float32).reshape(a.shape))
+
+
+def expf(x):
+    """C expf of each float32 value (float32 tensor out)."""
+    return _apply(_EXPF, x)
+
+
+def log1pf(x):
+    return _apply(_LOG1PF, x)
+
+
+def cosf(x):
+    return _apply(_COSF, x)
+
+
+def sinf(x):
+    return _apply(_SINF, x)
+
+
+def sigmoid(z):
+    """1 / (1 + expf(-z)) in float32."""
+    z = f32(z)
+    return torch.tensor(1.0, dtype=F32) / (torch.tensor(1.0, dtype=F32) + expf(-z))
+
+
+def silu(z):
+    """z / (1 + expf(-z)) in float32."""
+    z = f32(z)
+    return z / (torch.tensor(1.0, dtype=F32) + expf(-z))
+
+
+def softplus(z):
+    """Stable softplus: z above 20, expf(z) below -20, else log1pf(expf(z)) (float32)."""
+    z = f32(z)
+    return torch.where(z > 20.0, z, torch.where(z < -20.0, expf(z), log1pf(expf(z))))
+
+
+def seq_sum(x, dim=-1):
+    """Sum over `dim` in index order, ((x_0 + x_1) + x_2) + ..., float32 (a cumulative sum is
+    one sequential accumulation)."""
+    a = _np32(x)
+    return torch.from_numpy(np.ascontiguousarray(np.cumsum(a, axis=dim, dtype=np.float32).take(-1, axis=dim)))
+
+
+def seq_matvec(w, x):
+    """y[..., n] = sum_k w[n, k] * x[..., k], one sequential float32 sum per output over k
+    ascending (products rounded, then added). w [N, K], x [..., K] -> [..., N]."""
+    wn = _np32(w)
+    xn = _np32(x)
+    prod = xn[..., None, :] * wn                                   # [..., N, K]
+    return torch.from_numpy(np.ascontiguousarray(np.cumsum(prod, axis=-1, dtype=np.float32)[..., -1]))
 
 
 with np.errstate(over="ignore"):
@@ -137,72 +225,52 @@ def qdq_mxfp4(x, block=32):
 # ---------------------------------------------------------------------------------------------
 
 
-_BLOCKED = {}
-
-
-def block_weight(w):
-    """[..., N, K] -> [..., K/32, 32, N] contiguous: the 32-block layout the linears use."""
-    *lead, n_out, k = w.shape
-    if k % 32 != 0:
-        raise ValueError(f"FP8-linear: input width {k} is not a multiple of 32")
-    return w.reshape(*lead, n_out, k // 32, 32).movedim(-3, -1).contiguous()
-
-
-def _blocked(w):
-    key = (id(w), w.data_ptr(), tuple(w.shape))
-    b = _BLOCKED.get(key)
-    if b is None:
-        b = _BLOCKED[key] = (w, block_weight(w))   # keeps w alive so the key stays unique
-    return b[1]
-
-
 def fp8_linear(w, x, act_qdq=True):
     """FP8-/FP4-linear: x [..., K] (bf16 values) is FP8-QDQ'd per 32; w [N, K] holds the exact
-    dequantized weight (E4M3 or E2M1 times its power-of-two scale). Per 32-block partial sums in
-    fp32, accumulated over the blocks in order, bf16 output [..., N]."""
-    n_out, k = w.shape
-    wb = _blocked(w)                                             # [nb, 32, N]
+    dequantized weight (E4M3 or E2M1 times its power-of-two scale). One sequential fp32 sum per
+    output, bf16 output [..., N]."""
     xq = qdq_fp8(x) if act_qdq else x.to(F32)
-    lead = xq.shape[:-1]
-    xb = xq.reshape(-1, k // 32, 32).permute(1, 0, 2)            # [nb, T, 32]
-    parts = torch.bmm(xb, wb)                                    # [nb, T, N] fp32 block sums
-    return bf16(_block_sum(parts)).reshape(*lead, n_out)
+    return bf16(seq_matvec(w, xq))
 
 
-def fp8_linear_grouped(wb, x, act_qdq=True):
-    """A different FP8-/FP4-linear per group: wb [G, K/32, 32, N] (block_weight layout),
-    x [G, K] -> [G, N] (bf16 values). Bit-identical to G separate fp8_linear calls."""
-    g, nb, _, n_out = wb.shape
+def fp8_linear_grouped(w, x, act_qdq=True):
+    """A different FP8-/FP4-linear per group: w [G, N, K], x [G, K] -> [G, N] (bf16 values).
+    Bit-identical to G separate fp8_linear calls."""
     xq = qdq_fp8(x) if act_qdq else x.to(F32)
-    xb = xq.reshape(g * nb, 1, 32)
-    parts = torch.bmm(xb, wb.reshape(g * nb, 32, n_out))         # [G*nb, 1, N]
-    return bf16(_block_sum(parts.reshape(g, nb, n_out).transpose(0, 1).contiguous()))
-
-
-def _block_sum(parts):
-    """Sum over the leading (32-block) axis in order: ((p0 + p1) + p2) + ..."""
-    pn = parts.numpy()
-    acc = pn[0].copy()
-    for b in range(1, pn.shape[0]):
-        acc += pn[b]
-    return torch.from_numpy(acc)
+    wn = _np32(w)
+    prod = _np32(xq)[:, None, :] * wn                              # [G, N, K]
+    return bf16(torch.from_numpy(np.ascontiguousarray(np.cumsum(prod, axis=-1, dtype=np.float32)[..., -1])))
 
 
 def bf16_linear(w, x):
-    """BF16-linear: exact bf16 products, fp32 accumulation, bf16 output."""
-    return bf16(torch.matmul(x.to(F32), w.t()))
+    """BF16-linear: exact bf16 products, sequential fp32 accumulation, bf16 output."""
+    return bf16(seq_matvec(w, x))
 
 
 def f32_linear(w, x):
-    """F32-linear: fp32 products and accumulation, fp32 output."""
-    return torch.matmul(x.to(F32), w.t())
+    """F32-linear: fp32 products and sequential accumulation, fp32 output."""
+    return seq_matvec(w, x)
 
 
 def rms_norm(x, w, eps):
-    """§0.2: y = bf16(f32(w) * (f32(x) * rsqrt(mean(f32(x)^2) + eps))), one rounding."""
-    x = x.to(F32)
-    r = torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + torch.tensor(eps, dtype=F32))
-    return bf16(w * (x * r))
+    """§0.2: y = bf16(f32(w) * (f32(x) * r)), one rounding, with the statistic in float64:
+    r = f32(1 / sqrt(ss / n + eps)), ss the sequential float64 sum of the squares (exact
+    products)."""
+    xn = _np32(x)
+    xd = xn.astype(np.float64)
+    ss = np.cumsum(xd * xd, axis=-1)[..., -1:]
+    e = np.float64(np.float32(eps))
+    r = (np.float64(1.0) / np.sqrt(ss / np.float64(xn.shape[-1]) + e)).astype(np.float32)
+    return bf16(w * torch.from_numpy(np.ascontiguousarray(xn * r)))
+
+
+def rms_inv_f32(x, eps):
+    """1 / sqrt(ss / n + eps) over the last dim, all in float32 with ss a sequential sum (the
+    statistic of the mHC mixes and the Engram gate). Returns [..., 1]."""
+    xn = _np32(x)
+    ss = np.cumsum(xn * xn, axis=-1, dtype=np.float32)[..., -1:]
+    v = ss / np.float32(xn.shape[-1]) + np.float32(eps)
+    return torch.from_numpy(np.ascontiguousarray(np.float32(1.0) / np.sqrt(v)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,7 +325,7 @@ class Rope:
         cs = self._cache.get(pos)
         if cs is None:
             theta = torch.tensor(float(pos), dtype=F32) * self.freq  # single fp32 product
-            cs = (torch.cos(theta), torch.sin(theta))
+            cs = (cosf(theta), sinf(theta))
             if len(self._cache) > 4096:
                 self._cache.clear()
             self._cache[pos] = cs
@@ -286,12 +354,19 @@ def sinkhorn(z, eps, iters):
     rows then columns, each with + eps in the denominator. z: [n, n] float32."""
     zn = z.detach().numpy().astype(np.float32)
     e32 = np.float32(eps)
-    ex = np.exp(zn - zn.max(axis=1, keepdims=True))
-    c = ex / ex.sum(axis=1, keepdims=True) + e32
-    c = c / (c.sum(axis=0, keepdims=True) + e32)
+
+    def rows(c):
+        return np.cumsum(c, axis=1, dtype=np.float32)[:, -1:]
+
+    def cols(c):
+        return np.cumsum(c, axis=0, dtype=np.float32)[-1:, :]
+
+    ex = expf(zn - zn.max(axis=1, keepdims=True)).numpy()
+    c = ex / rows(ex) + e32
+    c = c / (cols(c) + e32)
     for _ in range(iters - 1):
-        c = c / (c.sum(axis=1, keepdims=True) + e32)
-        c = c / (c.sum(axis=0, keepdims=True) + e32)
+        c = c / (rows(c) + e32)
+        c = c / (cols(c) + e32)
     return torch.from_numpy(c.astype(np.float32))
 
 
@@ -299,10 +374,10 @@ def hc_mixes(X, fn, base, scale, n, norm_eps, hc_eps, iters):
     """§3.2 mixes(X): X [n, D] bf16 values; fn [M, n*D]; base [M]; scale [3].
     Returns (pre [n], post [n], C [n, n]) in fp32."""
     x = X.reshape(-1).to(F32)
-    rho = torch.rsqrt((x * x).mean() + torch.tensor(norm_eps, dtype=F32))
+    rho = rms_inv_f32(x, norm_eps)
     m = f32_linear(fn, x) * rho
-    pre = torch.sigmoid(m[:n] * scale[0] + base[:n]) + torch.tensor(hc_eps, dtype=F32)
-    post = 2.0 * torch.sigmoid(m[n:2 * n] * scale[1] + base[n:2 * n])
+    pre = sigmoid(m[:n] * scale[0] + base[:n]) + torch.tensor(hc_eps, dtype=F32)
+    post = 2.0 * sigmoid(m[n:2 * n] * scale[1] + base[n:2 * n])
     z = (m[2 * n:] * scale[2] + base[2 * n:]).reshape(n, n)
     return pre, post, sinkhorn(z, hc_eps, iters)
 
@@ -333,24 +408,33 @@ def sparse_attention(q, rows, valid, sinks, head_dim, block=64):
 
     q [H, Dh] bf16 values; rows [S, Dh] (K = V) bf16 values for every list slot (anything for
     EMPTY slots); valid [S] bool; sinks [H] fp32. Probabilities are rounded to bf16 before P.V.
+    Per block: scores by sequential dot products, then scaled; the running sum and output
+    rescaled by expf(m - m_new); then the slots' terms added one slot after another.
     Returns o [H, Dh] (bf16 values)."""
-    H = q.shape[0]
-    tau = torch.tensor(float(np.float32(head_dim ** -0.5)), dtype=F32)
-    m = torch.full((H,), -1e30, dtype=F32)
-    den = torch.zeros(H, dtype=F32)
-    acc = torch.zeros(H, q.shape[1], dtype=F32)
-    S = rows.shape[0]
+    qn = _np32(q)
+    H = qn.shape[0]
+    tau = np.float32(head_dim ** -0.5)
+    m = np.full((H,), np.float32(-1e30), dtype=np.float32)
+    den = np.zeros(H, dtype=np.float32)
+    acc = np.zeros((H, qn.shape[1]), dtype=np.float32)
+    rn = _np32(rows)
+    vn = np.asarray(valid, dtype=bool)
+    S = rn.shape[0]
     for b0 in range(0, S, block):
-        vb = valid[b0:b0 + block]
-        if not bool(vb.any()):
+        vb = vn[b0:b0 + block]
+        if not vb.any():
             continue                                          # an all-EMPTY block is a no-op
-        kb = rows[b0:b0 + block][vb]                          # [nv, Dh]
-        s = torch.matmul(q, kb.t()) * tau                     # [H, nv] dot first, then scale
-        m_new = torch.maximum(m, s.amax(dim=1))
-        a = torch.exp(m - m_new)
-        p = torch.exp(s - m_new[:, None])
-        den = den * a + p.sum(dim=1)
-        acc = acc * a[:, None] + torch.matmul(bf16(p), kb)
+        kb = rn[b0:b0 + block][vb]                            # [nv, Dh]
+        prod = qn[:, None, :] * kb[None, :, :]                # [H, nv, Dh]
+        s = np.cumsum(prod, axis=-1, dtype=np.float32)[..., -1] * tau   # dot first, then scale
+        m_new = np.maximum(m, s.max(axis=1))
+        a = expf(m - m_new).numpy()
+        p = expf(s - m_new[:, None]).numpy()
+        den = den * a + np.cumsum(p, axis=1, dtype=np.float32)[:, -1]
+        acc = acc * a[:, None]
+        pb = bf16(torch.from_numpy(p)).numpy()
+        for j in range(kb.shape[0]):
+            acc = acc + pb[:, j:j + 1] * kb[j][None, :]
         m = m_new
-    den = den + torch.exp(sinks - m)
-    return bf16(acc / den[:, None])
+    den = den + expf(_np32(sinks) - m).numpy()
+    return bf16(torch.from_numpy(acc / den[:, None]))
