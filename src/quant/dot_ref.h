@@ -4,9 +4,10 @@
 // Owns: the "scalar twin" that every fast dot kernel (AVX2, AVX-512, CUDA) is validated
 // against. Does not own: activation quantization (quant/quantize_act.h) or any SIMD code.
 //
-// Partner types: F32 x F32, F16 x F16, BF16 x BF16, Q8_0 x Q8_0, and Q2_K / Q4_K / IQ2_XXS
-// x Q8_K. The arithmetic follows GGML's generic vec_dot: exact integer sums per block, then
-// one float scaling per block, so results agree with GGML up to float summation order.
+// Partner types: F32 x F32, F16 x F16, BF16 x BF16, Q8_0 x Q8_0, MXFP4 x Q8_0, and Q2_K /
+// Q4_K / IQ2_XXS x Q8_K. The arithmetic follows GGML's generic vec_dot: exact integer sums per
+// block, then one float scaling per block, so results agree with GGML up to float summation
+// order.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "backend/cpu/simd/simd.h"
 #include "core/rng.h"
 #include "golden.h"
+#include "quant/blocks.h"
+#include "quant/dequant.h"
 #include "quant/dot_ref.h"
 #include "quant/fp16.h"
 #include "quant/quantize_act.h"
@@ -24,8 +27,8 @@ namespace {
 namespace simd = cpu::simd;
 using simd::isa_level;
 
-const ggml_type kTypes[] = {ggml_type::F32,  ggml_type::F16,  ggml_type::BF16,   ggml_type::Q8_0,
-                            ggml_type::Q4_K, ggml_type::Q2_K, ggml_type::IQ2_XXS};
+const ggml_type kTypes[] = {ggml_type::F32,  ggml_type::F16,  ggml_type::BF16,    ggml_type::Q8_0,
+                            ggml_type::Q4_K, ggml_type::Q2_K, ggml_type::IQ2_XXS, ggml_type::MXFP4};
 
 std::vector<isa_level> simd_levels() {
     std::vector<isa_level> out;
@@ -52,7 +55,17 @@ weights random_weights(ggml_type t, int64_t n_in, int64_t n_out, uint64_t seed, 
     out.bytes.assign(stride * static_cast<size_t>(n_out) + 64, 0xA5);
     Rng rng(seed);
     for (int64_t r = 0; r < n_out; ++r) {
-        fill_random_row(t, rng, 0.05f, out.bytes.data() + static_cast<size_t>(r) * stride, n_in);
+        uint8_t* row = out.bytes.data() + static_cast<size_t>(r) * stride;
+        fill_random_row(t, rng, 0.05f, row, n_in);
+        if (t == ggml_type::MXFP4) {
+            // The random fill gives every block one exponent; spread them instead: a row scale
+            // from 2^-112 to 2^100 (every row's products and sums stay finite and normal in both
+            // families), blocks within +-4 of it. Every exponent byte: SimdMxfp4 tests.
+            auto* b = reinterpret_cast<block_mxfp4*>(row);
+            const int base = 16 + static_cast<int>(rng.below(213));
+            for (int64_t k = 0; k < n_in / QK_MXFP4; ++k)
+                b[k].e = static_cast<uint8_t>(base - 4 + static_cast<int>(rng.below(9)));
+        }
     }
     out.w = make_tensor(out.bytes.data(), t, n_in, n_out);
     out.w.nb[1] = stride;
@@ -238,8 +251,8 @@ TEST(SimdF32Act, ExpertGatheredEqualsGatheredMatmul) {
     std::vector<isa_level> levels = simd_levels();
     levels.push_back(isa_level::scalar);
     for (isa_level l : levels) {
-        for (ggml_type t :
-             {ggml_type::IQ2_XXS, ggml_type::Q2_K, ggml_type::Q4_K, ggml_type::Q8_0}) {
+        for (ggml_type t : {ggml_type::IQ2_XXS, ggml_type::Q2_K, ggml_type::Q4_K, ggml_type::Q8_0,
+                            ggml_type::MXFP4}) {
             const int64_t n_in = 512, n_out = 40, n_exp = 5, n_tok = 7, k = 3;
             auto w = random_weights(t, n_in, n_out * n_exp, 21);
             w.w.ne[1] = n_out;
@@ -449,7 +462,8 @@ TEST(SimdQ8Act, EveryLevelMatchesReferenceDot) {
 TEST(SimdQ8Act, PoolDriverEqualsRowKernel) {
     thread_pool pool(2);
     for (isa_level l : simd_levels()) {
-        for (ggml_type t : {ggml_type::Q8_0, ggml_type::Q4_K, ggml_type::IQ2_XXS}) {
+        for (ggml_type t :
+             {ggml_type::Q8_0, ggml_type::Q4_K, ggml_type::IQ2_XXS, ggml_type::MXFP4}) {
             const int64_t n = 512, n_out = 50, n_tok = 3;
             auto w = random_weights(t, n, n_out, 77);
             auto a = random_acts(n, n_tok, 78, 4);
@@ -515,8 +529,8 @@ TEST(SimdQ8Act, TilesEqualVecDotBitForBit) {
 // intermediate sums are closest to saturating.
 TEST(SimdQ8Act, ExtremeValuesMatchReference) {
     for (isa_level l : simd_levels()) {
-        for (ggml_type t : {ggml_type::Q8_0, ggml_type::Q4_K, ggml_type::Q2_K,
-                            ggml_type::IQ2_XXS}) {
+        for (ggml_type t : {ggml_type::Q8_0, ggml_type::Q4_K, ggml_type::Q2_K, ggml_type::IQ2_XXS,
+                            ggml_type::MXFP4}) {
             const int64_t n = 512, n_out = 6, n_tok = 3;
             auto w = random_weights(t, n, n_out, 1200);
             // Saturate every code byte (keeps the block scales of the random fill).
@@ -534,6 +548,8 @@ TEST(SimdQ8Act, ExtremeValuesMatchReference) {
                         std::memset(blk + 4, 0xFF, 12);        // scales / mins 63
                     } else if (t == ggml_type::Q2_K) {
                         std::memset(blk, 0xFF, 16 + 64);  // scales, mins 15; codes 3
+                    } else if (t == ggml_type::MXFP4) {
+                        std::memset(blk + 1, r % 2 ? 0xFF : 0x77, bb - 1);  // -12 / 12
                     } else {
                         std::memset(blk + 2, r % 2 ? 0xFF : 0x00, bb - 2);
                     }
@@ -555,6 +571,183 @@ TEST(SimdQ8Act, ExtremeValuesMatchReference) {
                     EXPECT_NEAR(y.y.f32_row(k)[r], ref,
                                 2e-6 * abs_sum(t, w.w.row_ptr(r), ak, n) + 1e-30)
                         << level_tag(l, t) << " row " << r;
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MXFP4: every exponent byte, in both families
+// ---------------------------------------------------------------------------------------------
+
+// dequantize_row_mxfp4 scales by 2^(e - 128) for every byte, 0xFF included (2^127, GGML's
+// E8M0_TO_FP32_HALF, not the OCP NaN); values of 2^128 and more are infinities. A code is
+// "finite" at exponent e when its doubled value is below 2^(256 - e).
+bool mxfp4_code_finite(int code, int e) {
+    const int v = std::abs(static_cast<int>(kMxfp4Values[code]));
+    return e < 252 || v < (1 << (256 - e));
+}
+
+// A row of n / 32 blocks, block k with exponent e(k); codes random, or only finite ones.
+void fill_mxfp4_row(Rng& rng, block_mxfp4* b, int64_t nb, int (*e_of)(int64_t, int64_t),
+                    int64_t row, bool finite_only) {
+    for (int64_t k = 0; k < nb; ++k) {
+        const int e = e_of(row, k);
+        b[k].e = static_cast<uint8_t>(e);
+        for (int j = 0; j < 16; ++j) {
+            uint8_t nib[2];
+            for (uint8_t& c : nib) {
+                do {
+                    c = static_cast<uint8_t>(rng.below(16));
+                } while (finite_only && !mxfp4_code_finite(c, e));
+            }
+            b[k].qs[j] = static_cast<uint8_t>(nib[0] | nib[1] << 4);
+        }
+    }
+}
+
+weights mxfp4_weights(int64_t n_in, int64_t n_out, int (*e_of)(int64_t, int64_t), bool finite_only,
+                      uint64_t seed) {
+    weights out;
+    const size_t rb = row_bytes(ggml_type::MXFP4, n_in);
+    out.bytes.assign(rb * static_cast<size_t>(n_out) + 64, 0xA5);
+    Rng rng(seed);
+    for (int64_t r = 0; r < n_out; ++r) {
+        fill_mxfp4_row(rng, reinterpret_cast<block_mxfp4*>(out.bytes.data() + r * rb),
+                       n_in / QK_MXFP4, e_of, r, finite_only);
+    }
+    out.w = make_tensor(out.bytes.data(), ggml_type::MXFP4, n_in, n_out);
+    return out;
+}
+
+// 32 rows x 8 blocks: block k of row r has exponent 8r + k, so the matrix holds every byte.
+int every_exponent(int64_t r, int64_t k) {
+    return static_cast<int>(8 * r + k);
+}
+
+// One-hot activations read the dequantized weights back through the kernels: y[t][o] =
+// w[o][t] exactly (one product by 1, every other product a zero). Every level, decode and
+// prefill, must reproduce dequantize_row_mxfp4 bit for bit, subnormals and 2^127 included.
+TEST(SimdMxfp4, KernelsDequantizeEveryExponentAndCode) {
+    const int64_t n_in = 256, n_out = 32, n_tok = n_in;
+    auto w = mxfp4_weights(n_in, n_out, every_exponent, /*finite_only=*/true, 3);
+    for (int64_t r = 0; r < n_out; ++r) {
+        auto* b = reinterpret_cast<block_mxfp4*>(w.w.row_ptr(r));
+        for (int64_t k = 0; k < n_in / QK_MXFP4; ++k) b[k].qs[0] = 0x91;
+    }
+    std::vector<float> deq(static_cast<size_t>(n_in * n_out));
+    for (int64_t r = 0; r < n_out; ++r)
+        dequantize_row_mxfp4(w.w.row_ptr(r), deq.data() + r * n_in, n_in);
+    acts a;
+    a.data.assign(static_cast<size_t>(n_in * n_tok), 0.0f);
+    for (int64_t t = 0; t < n_tok; ++t) a.data[static_cast<size_t>(t * n_in + t)] = 1.0f;
+    a.x = make_tensor(a.data.data(), ggml_type::F32, n_in, n_tok);
+    std::vector<isa_level> levels = simd_levels();
+    levels.push_back(isa_level::scalar);
+    for (isa_level l : levels) {
+        const simd::matmul_fn fn = simd::matmul_at(l, ggml_type::MXFP4);
+        ASSERT_NE(fn, nullptr);
+        auto prefill = make_outs(n_out, n_tok);
+        fn(w.w, a.x, prefill.y, 0, n_out, nullptr);
+        auto decode = make_outs(n_out, n_tok);
+        for (int64_t t = 0; t < n_tok; ++t) {
+            tensor yt = decode.y;
+            yt.data = decode.y.row_ptr(t);
+            yt.ne[1] = 1;
+            fn(w.w, view_rows(a.x, t, 1), yt, 0, n_out, nullptr);
+        }
+        for (const outs* o : {&prefill, &decode}) {
+            for (int64_t t = 0; t < n_tok; ++t) {
+                for (int64_t r = 0; r < n_out; ++r) {
+                    const float want = deq[static_cast<size_t>(r * n_in + t)];
+                    const float got = o->y.f32_row(t)[r];
+                    uint32_t gb, wb;
+                    std::memcpy(&gb, &got, 4);
+                    std::memcpy(&wb, &want, 4);
+                    ASSERT_EQ(gb, wb)
+                        << simd::level_name(l) << " row " << r << " element " << t << " exponent "
+                        << every_exponent(r, t / 32) << " got " << got << " want " << want;
+                }
+            }
+        }
+    }
+    // The scale ends: element 0 of each block is code 1 (+1 x scale), element 16 code 9.
+    EXPECT_EQ(deq[0], 0x1p-128f);                                       // e = 0: subnormal 2^-128
+    EXPECT_EQ(deq[32], 0x1p-127f);                                      // e = 1
+    EXPECT_EQ(deq[64 + 16], -0x1p-126f);                                // e = 2
+    EXPECT_EQ(deq[static_cast<size_t>(31 * n_in + 7 * 32)], 0x1p127f);  // e = 255: not NaN
+}
+
+// Every exponent byte with every code (infinities where the value overflows): each level equals
+// the scalar twin bit for bit, or both are NaN (infinities of both signs in one dot).
+TEST(SimdMxfp4, EveryLevelEqualsTwinAtEveryExponent) {
+    const int64_t n_in = 256, n_out = 32;
+    auto w = mxfp4_weights(n_in, n_out, every_exponent, /*finite_only=*/false, 4);
+    for (isa_level l : simd_levels()) {
+        for (int64_t n_tok : {1, 3, 17}) {
+            auto a = random_acts(n_in, n_tok, 50 + n_tok, 2);
+            auto want = make_outs(n_out, n_tok);
+            auto got = make_outs(n_out, n_tok);
+            simd::matmul_at(isa_level::scalar, ggml_type::MXFP4)(w.w, a.x, want.y, 0, n_out,
+                                                                 nullptr);
+            simd::matmul_at(l, ggml_type::MXFP4)(w.w, a.x, got.y, 0, n_out, nullptr);
+            int n_special = 0;
+            for (size_t i = 0; i < got.data.size(); ++i) {
+                const float g = got.data[i], e = want.data[i];
+                if (!std::isfinite(e)) ++n_special;
+                if (std::isnan(g) && std::isnan(e)) continue;
+                uint32_t gb, eb;
+                std::memcpy(&gb, &g, 4);
+                std::memcpy(&eb, &e, 4);
+                ASSERT_EQ(gb, eb) << simd::level_name(l) << " n_tok " << n_tok << " element " << i
+                                  << " got " << g << " want " << e;
+            }
+            // The exponents near 255 overflow: the comparison covers infinities and NaN.
+            EXPECT_GT(n_special, 0) << simd::level_name(l);
+        }
+    }
+}
+
+// q8 family at every exponent byte: rows with exponents 0-127 against activations near 2^13,
+// rows with 128-255 against activations near 2^-14 (the Q8_0 scale is fp16, so the product of
+// the two scales stays a normal float and the sums finite); codes that would dequantize to
+// infinity left out so the tolerance (from the dequantized rows) is finite. Tiles equal vec_dot
+// bit for bit; vec_dot equals the reference within float summation order.
+TEST(SimdMxfp4, Q8FamilyAtEveryExponent) {
+    const int64_t n = 256, n_out = 128, n_tok = 5;
+    for (const bool high : {false, true}) {
+        int (*e_of)(int64_t, int64_t) =
+            high ? +[](int64_t r, int64_t) { return static_cast<int>(128 + r); }
+                 : +[](int64_t r, int64_t) { return static_cast<int>(r); };
+        auto w = mxfp4_weights(n, n_out, e_of, /*finite_only=*/true, high ? 6 : 5);
+        auto a = random_acts(n, n_tok, 7);
+        const float scale = high ? 0x1p-14f : 0x1p13f;
+        for (float& v : a.data) v *= scale;
+        for (isa_level l : simd_levels()) {
+            const size_t stride = simd::act_row_bytes(ggml_type::MXFP4, n);
+            std::vector<uint8_t> q(stride * n_tok);
+            for (int64_t k = 0; k < n_tok; ++k)
+                simd::quantize_act(ggml_type::MXFP4, a.x.f32_row(k), q.data() + k * stride, n, l);
+            const simd::vec_dot_fn dot = simd::vec_dot_at(l, ggml_type::MXFP4);
+            auto prefill = make_outs(n_out, n_tok);
+            simd::q8_matmul_at(l, ggml_type::MXFP4)(w.w, q.data(), stride, prefill.y, 0, n_out);
+            for (int64_t k = 0; k < n_tok; ++k) {
+                const uint8_t* ak = q.data() + k * stride;
+                auto decode = make_outs(n_out, 1);
+                simd::q8_matmul_at(l, ggml_type::MXFP4)(w.w, ak, stride, decode.y, 0, n_out);
+                for (int64_t r = 0; r < n_out; ++r) {
+                    const float want = dot(w.w.row_ptr(r), ak, n);
+                    ASSERT_TRUE(std::isfinite(want)) << "row " << r;
+                    ASSERT_EQ(prefill.y.f32_row(k)[r], want)
+                        << simd::level_name(l) << " prefill, exponent " << e_of(r, 0);
+                    ASSERT_EQ(decode.y.f32_row(0)[r], want)
+                        << simd::level_name(l) << " decode, exponent " << e_of(r, 0);
+                    const float ref = dot_row_ref(ggml_type::MXFP4, w.w.row_ptr(r), ak, n);
+                    const double mag = abs_sum(ggml_type::MXFP4, w.w.row_ptr(r), ak, n);
+                    ASSERT_GT(mag, 0.0);
+                    EXPECT_NEAR(want, ref, 2e-6 * mag)
+                        << simd::level_name(l) << " exponent " << e_of(r, 0);
                 }
             }
         }

@@ -46,6 +46,14 @@ struct shape {
 // (attn_output_b, 8192 -> 4096).
 const shape kShapes[] = {
     {2048, 4096, "expert gate/up"}, {4096, 2048, "expert down"}, {4096, 8192, "dense"}};
+// MXFP4 is the V4.1 routed-expert format: its shapes are those experts (D = 5120, F = 2304).
+const shape kShapesV41[] = {{2304, 5120, "V4.1 expert gate/up"},
+                             {5120, 2304, "V4.1 expert down"}};
+
+std::vector<shape> shapes_for(ggml_type t) {
+    if (t == ggml_type::MXFP4) return {std::begin(kShapesV41), std::end(kShapesV41)};
+    return {std::begin(kShapes), std::end(kShapes)};
+}
 
 struct free_deleter {
     void operator()(void* p) const { std::free(p); }
@@ -101,7 +109,8 @@ double read_pass(thread_pool& pool, const uint8_t* data, size_t bytes) {
 }
 
 struct options {
-    std::vector<std::string> types = {"f32", "f16", "bf16", "q8_0", "q4_K", "q2_K", "iq2_xxs"};
+    std::vector<std::string> types = {"f32",  "f16",  "bf16",    "q8_0",
+                                      "q4_K", "q2_K", "iq2_xxs", "mxfp4"};
     std::vector<int> threads;
     std::string family = "both";
     std::string level = "auto";
@@ -148,9 +157,10 @@ void bench_type(const options& o, ggml_type t, simd::isa_level level, size_t set
     std::vector<std::string> fams;
     if (o.family == "f32" || o.family == "both") fams.push_back("f32");
     if (o.family == "q8" || o.family == "both") fams.push_back("q8");
-    const int n_shapes = o.quick ? 1 : static_cast<int>(std::size(kShapes));
+    const std::vector<shape> shapes = shapes_for(t);
+    const int n_shapes = o.quick ? 1 : static_cast<int>(shapes.size());
     for (int si = 0; si < n_shapes; ++si) {
-        const shape& sh = kShapes[si];
+        const shape& sh = shapes[si];
         const size_t rb = row_bytes(t, sh.n_in);
         const size_t mat = rb * static_cast<size_t>(sh.n_out);
         const int64_t copies =
@@ -389,14 +399,15 @@ action setup(CLI::App& sub) {
     sub.add_option("--csv", o->csv, "Also write the table as CSV to this file");
     sub.footer(
         "Shapes (rows x columns = n_out x n_in): 2048x4096 and 4096x2048 (Flash routed experts), "
-        "4096x8192 (dense attn_output_b). 'ratio' is the kernel's weight bandwidth over a plain "
-        "streaming read measured with the same threads in the same round (median of the "
-        "per-round ratios); the decode summary picks the faster family per type and marks "
-        "ratio >= 0.85. 'cpu%' is the share of threads x wall time the threads actually ran: "
-        "well below 100 means other processes took the cores and the wall-clock rows understate "
-        "the kernel. 'hot' rows: one thread on a cache-resident slice of the matrix, timed in "
-        "thread CPU time: the kernel's compute rate (weight GB/s and GFLOP/s at that rate), "
-        "unaffected by memory and by other processes.");
+        "4096x8192 (dense attn_output_b); mxfp4 (the V4.1 routed-expert format) uses the V4.1 "
+        "expert shapes 2304x5120 and 5120x2304 instead. 'ratio' is the kernel's weight "
+        "bandwidth over a plain streaming read measured with the same threads in the same round "
+        "(median of the per-round ratios); the decode summary picks the faster family per type "
+        "and marks ratio >= 0.85. 'cpu%' is the share of threads x wall time the threads "
+        "actually ran: well below 100 means other processes took the cores and the wall-clock "
+        "rows understate the kernel. 'hot' rows: one thread on a cache-resident slice of the "
+        "matrix, timed in thread CPU time: the kernel's compute rate (weight GB/s and GFLOP/s at "
+        "that rate), unaffected by memory and by other processes.");
     return [o]() { return run_bench(*o); };
 }
 

@@ -187,11 +187,12 @@ bool q8_path(const tensor& w) {
         case ggml_type::Q4_K:
         case ggml_type::Q2_K:
         case ggml_type::IQ2_XXS:
+        case ggml_type::MXFP4:
             break;
         default:
             return false;
     }
-    const int64_t block = w.type == ggml_type::Q8_0 ? 32 : 256;
+    const int64_t block = type_traits_of(w.type).block_elems;
     return w.ne[0] % block == 0 &&
            cpu::simd::active_level() != cpu::simd::isa_level::scalar &&
            cpu::simd::q8_matmul_at(cpu::simd::active_level(), w.type) != nullptr;

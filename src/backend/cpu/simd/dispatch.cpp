@@ -142,8 +142,9 @@ int slot_of(ggml_type t) {
             return slot_q2_K;
         case ggml_type::IQ2_XXS:
             return slot_iq2_xxs;
-        case ggml_type::Q8_K:
         case ggml_type::MXFP4:
+            return slot_mxfp4;
+        case ggml_type::Q8_K:
         case ggml_type::I8:
         case ggml_type::I32:
             return -1;

@@ -14,6 +14,8 @@
 //   mul, sub              lane-wise, rounded
 //   cvt                   vi -> vf
 //   u8 / i8               16 bytes zero- / sign-extended to vi
+//   nib_i8(p, s, tab)     16 bytes shifted right by s (0 or 4), low nibbles looked up in the
+//                         16 signed bytes tab, sign-extended to vi
 //   and_, srl             lane-wise on vi
 //   f16 / bf16            16 half / bfloat16 values -> vf (exact)
 //   pair(a, b)            vf from two 8-float rows (lanes 0-7 from a, 8-15 from b)
@@ -215,6 +217,23 @@ struct dec_iq2_xxs {
     }
 };
 
+// x = float(kMxfp4Values[code]) * 2^(e - 128): elements 0-15 from the low nibbles, 16-31 from
+// the high nibbles; the scale from the exponent byte's bits (detail::mxfp4_scale).
+struct dec_mxfp4 {
+    static constexpr int64_t block_elems = QK_MXFP4;
+    static constexpr size_t block_bytes = sizeof(block_mxfp4);
+    static constexpr bool any_length = false;
+    template <int R, int T>
+    static void block(const uint8_t* const* w, const float* const* x, vf (&acc)[R][T]) {
+        for (int r = 0; r < R; ++r) {
+            const auto* b = reinterpret_cast<const block_mxfp4*>(w[r]);
+            const vf d = V::set1(detail::mxfp4_scale(b->e));
+            fma_chunk(acc, r, V::mul(V::cvt(V::nib_i8(b->qs, 0, kMxfp4Values)), d), x, 0);
+            fma_chunk(acc, r, V::mul(V::cvt(V::nib_i8(b->qs, 4, kMxfp4Values)), d), x, 16);
+        }
+    }
+};
+
 // ---------------------------------------------------------------------------------------------
 // Tiles and the rows driver
 // ---------------------------------------------------------------------------------------------
@@ -331,6 +350,7 @@ void fill_f32act(detail::kernel_table& k) {
     k.rows[detail::slot_q4_K] = rows<dec_q4_K, RD, TP>;
     k.rows[detail::slot_q2_K] = rows<dec_q2_K, RD, TP>;
     k.rows[detail::slot_iq2_xxs] = rows<dec_iq2_xxs, RD, TP>;
+    k.rows[detail::slot_mxfp4] = rows<dec_mxfp4, RD, TP>;
     k.matmul[detail::slot_f32] = matmul_wrap<rows<dec_f32, RD, TP>>;
     k.matmul[detail::slot_f16] = matmul_wrap<rows<dec_f16, RD, TP>>;
     k.matmul[detail::slot_bf16] = matmul_wrap<rows<dec_bf16, RD, TP>>;
@@ -338,6 +358,7 @@ void fill_f32act(detail::kernel_table& k) {
     k.matmul[detail::slot_q4_K] = matmul_wrap<rows<dec_q4_K, RD, TP>>;
     k.matmul[detail::slot_q2_K] = matmul_wrap<rows<dec_q2_K, RD, TP>>;
     k.matmul[detail::slot_iq2_xxs] = matmul_wrap<rows<dec_iq2_xxs, RD, TP>>;
+    k.matmul[detail::slot_mxfp4] = matmul_wrap<rows<dec_mxfp4, RD, TP>>;
 }
 
 }  // namespace magnetar::cpu::simd::MAGNETAR_SIMD_NS

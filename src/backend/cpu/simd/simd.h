@@ -1,9 +1,9 @@
 // SIMD matrix products over quantized weights: the kernels decode streams through.
 //
 // Owns: two kernel families for every stored weight type (F32, F16, BF16, Q8_0, Q4_K, Q2_K,
-// IQ2_XXS), each with an always-compiled scalar twin, AVX2 and AVX-512 variants chosen once at
-// start-up by CPUID (override: MAGNETAR_SIMD=off|avx2|avx512|auto), and thread-pool drivers for
-// whole products, batched prefill and expert-gathered (MoE) products.
+// IQ2_XXS, MXFP4), each with an always-compiled scalar twin, AVX2 and AVX-512 variants chosen
+// once at start-up by CPUID (override: MAGNETAR_SIMD=off|avx2|avx512|auto), and thread-pool
+// drivers for whole products, batched prefill and expert-gathered (MoE) products.
 //
 //  (a) f32-activation kernels, the engine's correctness path. y[t][o] = dot(dequant(w row o),
 //      x row t) where dequant is bit-identical to GGML's dequantize_row_* and the dot is a fixed
@@ -13,10 +13,10 @@
 //      computes exactly this, so results are bit-identical whatever the ISA, batch size, row
 //      range or thread count.
 //  (b) q8-activation kernels, GGML-compatible and faster: the activation is converted once to
-//      the weight type's partner (Q8_0 for Q8_0, Q8_K for the K / IQ types, F16 / BF16 / F32
-//      for the float types, GGML's bytes) and dot products sum integer products exactly per
-//      block, as GGML does. They equal the scalar references of quant/dot_ref.h up to float
-//      summation order (not bit for bit).
+//      the weight type's partner (Q8_0 for Q8_0 and MXFP4, Q8_K for the K / IQ types, F16 /
+//      BF16 / F32 for the float types, GGML's bytes) and dot products sum integer products
+//      exactly per block, as GGML does. They equal the scalar references of quant/dot_ref.h up
+//      to float summation order (not bit for bit).
 //
 // Does not own: the scalar backend table (backend/cpu/matmul.h; it takes simd_matmul_for's
 // entries when they are not null), activation quantizer references (quant/quantize_act.h) or

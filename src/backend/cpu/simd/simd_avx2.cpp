@@ -37,6 +37,13 @@ struct V {
         return {_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
                 _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)))};
     }
+    static vi nib_i8(const uint8_t* p, int shift, const int8_t* table) {
+        const __m128i q =
+            _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), shift);
+        const __m128i v = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)),
+                                           _mm_and_si128(q, _mm_set1_epi8(0x0F)));
+        return {_mm256_cvtepi8_epi32(v), _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))};
+    }
     static vi and_(vi v, int m) {
         const __m256i mm = _mm256_set1_epi32(m);
         return {_mm256_and_si256(v.lo, mm), _mm256_and_si256(v.hi, mm)};

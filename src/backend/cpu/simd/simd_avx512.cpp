@@ -34,6 +34,13 @@ struct V {
     static vi i8(const int8_t* p) {
         return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     }
+    static vi nib_i8(const uint8_t* p, int shift, const int8_t* table) {
+        const __m128i q =
+            _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), shift);
+        return _mm512_cvtepi8_epi32(
+            _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)),
+                             _mm_and_si128(q, _mm_set1_epi8(0x0F))));
+    }
     static vi and_(vi v, int m) { return _mm512_and_si512(v, _mm512_set1_epi32(m)); }
     static vi srl(vi v, int s) { return _mm512_srli_epi32(v, static_cast<unsigned>(s)); }
     static vf f16(const uint16_t* p) {

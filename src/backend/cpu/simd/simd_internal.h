@@ -1,6 +1,7 @@
 // Plumbing shared by the SIMD translation units: the per-level kernel tables that dispatch.cpp
 // chooses from, the row-pointer form of the f32-activation kernels (used by the matmul_fn
-// wrappers and the expert-gathered path), and the IQ2_XXS lookup tables in float form.
+// wrappers and the expert-gathered path), the IQ2_XXS lookup tables in float form and the
+// MXFP4 block scale.
 //
 // Each ISA level lives in its own translation unit compiled with that level's flags
 // (simd_avx2.cpp, simd_avx512.cpp, simd_avx512bf16.cpp); nothing compiled with ISA flags may
@@ -9,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cpu/simd/simd.h"
 
@@ -23,6 +25,7 @@ enum type_slot : int {
     slot_q4_K,
     slot_q2_K,
     slot_iq2_xxs,
+    slot_mxfp4,
     n_slots
 };
 // The slot of a type, -1 for types without kernels.
@@ -60,6 +63,17 @@ struct iq2_tables {
     alignas(64) uint64_t sign_bytes[128];
 };
 const iq2_tables& iq2();
+
+// The scale of an MXFP4 block, 2^(e - 128) (the E8M0 scale halved, since the value table holds
+// doubled E2M1 magnitudes), built from its bit pattern as GGML's GGML_E8M0_TO_FP32_HALF: e = 0
+// and 1 are the subnormals 2^-128 and 2^-127, e = 255 is 2^127 (not NaN). Bit-identical to
+// the scale of dequantize_row_mxfp4.
+inline float mxfp4_scale(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+}
 
 // Wraps a rows_fn as a matmul_fn (builds the row-pointer arrays tile by tile).
 void matmul_via_rows(rows_fn fn, const tensor& w, const tensor& x, const tensor& y, int64_t r0,

@@ -93,6 +93,7 @@ const kernel_table& table_scalar() {
         fill_slot<slot_q4_K, ggml_type::Q4_K>(k);
         fill_slot<slot_q2_K, ggml_type::Q2_K>(k);
         fill_slot<slot_iq2_xxs, ggml_type::IQ2_XXS>(k);
+        fill_slot<slot_mxfp4, ggml_type::MXFP4>(k);
         k.quantize_q8_0 = quantize_row_q8_0;
         k.quantize_q8_K = quantize_row_q8_K;
         k.stream_sum = stream_sum;
