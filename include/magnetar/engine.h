@@ -53,6 +53,7 @@ struct special_tokens {
 // What front ends need to know about the loaded model.
 struct model_info {
     std::string name;
+    std::string arch;  // general.architecture: "deepseek4" (V4) or "deepseek41" (V4.1)
     std::string path;
     uint32_t n_layer = 0;
     uint32_t n_embd = 0;

@@ -15,6 +15,10 @@
 // Snapshots use the session payload of docs/engine.md (protocol §6.4.3 layout): the timeline's
 // tokens, the next-token logits, the raw window in logical order, the compressed and indexer
 // rows and the compressor frontiers. A restored session continues bit-identically.
+//
+// Sessions of DeepSeek V4.1 models behave the same way over their own state (packed rows,
+// window rings, pending compressor rows, Engram history; docs/engine.md "DeepSeek V4.1
+// sessions"); MTP logits and read_state are V4 only.
 #pragma once
 
 #include <cstdint>
@@ -40,14 +44,23 @@ struct session_options {
     int max_checkpoints = 8;
 };
 
-// Bytes of cache state the session holds (spec model.md §8.2 categories).
+// Bytes of cache state the session holds (spec model.md §8.2 categories; for DeepSeek V4.1
+// the categories of spec v41.md §5.4).
 struct session_memory {
     int64_t n_ctx = 0;
-    uint64_t growing_bytes = 0;     // compressed and indexer rows for n_ctx tokens
-    uint64_t raw_window_bytes = 0;  // sliding-window rings (MTP ring included)
-    uint64_t frontier_bytes = 0;    // compressor frontiers
+    // Compressed and indexer rows for n_ctx tokens (V4.1: the global KV, packed compressed
+    // rows and index keys).
+    uint64_t growing_bytes = 0;
+    uint64_t raw_window_bytes = 0;  // sliding-window rings (V4: MTP ring included)
+    uint64_t frontier_bytes = 0;    // V4: compressor frontiers (0 for V4.1)
+    uint64_t pending_bytes = 0;     // V4.1: pending rows of incomplete compressor groups (0 for V4)
+    uint64_t history_bytes = 0;     // V4.1: Engram token history for n_ctx tokens (0 for V4)
     uint64_t scratch_bytes = 0;     // forward-pass scratch arena
     uint64_t checkpoint_bytes = 0;  // host copies held for rewind (current count)
+    // Every cache category above (not scratch or checkpoints).
+    uint64_t cache_bytes() const {
+        return growing_bytes + raw_window_bytes + frontier_bytes + pending_bytes + history_bytes;
+    }
     // Growing bytes per token of context (growing_bytes / n_ctx when n_ctx is a multiple of 128).
     double kv_bytes_per_token() const {
         return n_ctx > 0 ? static_cast<double>(growing_bytes) / static_cast<double>(n_ctx) : 0.0;
@@ -144,7 +157,8 @@ class Session {
     // Same with per-token parameters (sampler::sample(logits, params)).
     int32_t sample(sampler& s, const sampling_params& params) const;
 
-    // With mtp_logits: draft rows computed by the last eval(). Row j is the draft for the token
+    // With mtp_logits (DeepSeek V4 models with an MTP block; V4.1 models have DSpark instead,
+    // which sessions do not expose): draft rows computed by the last eval(). Row j is the draft for the token
     // at position mtp_first_pos() + j + 2, from the main state at mtp_first_pos() + j and the
     // embedding of the token after it (spec §12.4).
     int64_t mtp_first_pos() const;
@@ -156,7 +170,8 @@ class Session {
     // Names to tap (exact, or with '*' wildcards; empty: none) and the receiver.
     void set_dump(std::vector<std::string> names, dump_fn fn);
     // Final cache contents by name: blk.{il}.comp_rows [floor(n_past/ratio), hd] and
-    // blk.{il}.index_rows [floor(n_past/4), Id].
+    // blk.{il}.index_rows [floor(n_past/4), Id]. DeepSeek V4 only (a V4.1 session answers
+    // status_code::unsupported: its rows are packed FP8 / FP4 bytes).
     status read_state(const std::string& name, std::vector<float>* data, int64_t* width) const;
 
     struct impl;

@@ -13,6 +13,11 @@ namespace magnetar::dist {
 pipeline::pipeline(const model& m, const pipeline_options& o)
     : bf16_(o.wire_bf16), timeout_s_(o.request_timeout_s) {
     const hparams& hp = m.hp();
+    if (hp.is_v41()) {
+        // The stages run graph::forward over kv::cache; the V4.1 graph has no stage split yet.
+        throw Error(strfmt("pipeline: DeepSeek V4.1 (%s) models do not run pipelined across MPI "
+                           "ranks yet; run them in a single process", hp.arch.c_str()));
+    }
     hc_width_ = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
     n_vocab_ = hp.n_vocab;
     const int n = size();

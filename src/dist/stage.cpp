@@ -132,6 +132,10 @@ void worker::load(const cmd_header& h) {
         load_options lo;
         lo.mtp_path = req.mtp_path;
         m_ = model::load(req.model_path, lo);
+        if (m_->hp().is_v41()) {
+            throw Error(strfmt("DeepSeek V4.1 (%s) models do not run pipelined across MPI ranks "
+                               "yet; run them in a single process", m_->hp().arch.c_str()));
+        }
         l0_ = req.layer_begin[rank()];
         l1_ = req.layer_end[rank()];
         if (l0_ >= l1_ || l1_ > m_->hp().n_layer)

@@ -32,14 +32,7 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
         return {status_code::model_error, e.what()};
     }
     const hparams& hp = p->m->hp();
-    if (hp.is_v41()) {
-        // The V4.1 graph (graph/forward41, kv/cache41) is not behind the session API yet.
-        return {status_code::model_error,
-                strfmt("%s: DeepSeek V4.1 (%s) models load and validate, but the engine API does "
-                       "not run them yet (see docs/v41.md)",
-                       opts.model_path.c_str(), hp.arch.c_str())};
-    }
-    if (hp.n_expert_group > 1) {
+    if (!hp.is_v41() && hp.n_expert_group > 1) {
         return {
             status_code::model_error,
             strfmt("%s: grouped expert routing (expert_group_count %u) is not part of DeepSeek V4",
@@ -67,6 +60,7 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     p->info.path = opts.model_path;
     p->info.n_swa = hp.n_swa;
     p->info.name = hp.name;
+    p->info.arch = hp.arch;
     p->info.n_layer = hp.n_layer;
     p->info.n_embd = hp.n_embd;
     p->info.n_vocab = hp.n_vocab;
@@ -74,6 +68,12 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     p->info.has_mtp = p->m->weights().mtp.has_value();
     p->info.n_threads = n_threads;
     if (dist::active() && dist::rank() == 0) {
+        if (hp.is_v41()) {
+            return {status_code::unsupported,
+                    strfmt("%s: DeepSeek V4.1 (%s) models do not run pipelined across MPI ranks "
+                           "yet; run them in a single process",
+                           opts.model_path.c_str(), hp.arch.c_str())};
+        }
         if (opts.pipeline_chunk < 1)
             return {status_code::invalid_argument, "pipeline: chunk must be at least 1 token"};
         dist::pipeline_options po;
@@ -185,6 +185,11 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         return {status_code::invalid_argument, "session: chunk_size must be at least 1"};
     if (opts.checkpoint_interval < 0)
         return {status_code::invalid_argument, "session: checkpoint_interval must be >= 0"};
+    if (opts.mtp_logits && hp.is_v41()) {
+        return {status_code::unsupported,
+                "session: MTP logits requested but DeepSeek V4.1 models have no MTP block (their "
+                "DSpark draft stages are not exposed by the session API)"};
+    }
     if (opts.mtp_logits && !impl_->info.has_mtp) {
         return {status_code::unsupported,
                 "session: MTP logits requested but the model has no MTP block"};
@@ -215,16 +220,18 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         s->remote_logits = !opts.all_logits;
         s->hc.resize(static_cast<size_t>(s->opts.chunk_size) * hp.n_hc * hp.n_embd);
     }
-    s->cache = std::make_unique<kv::cache>(be, hp, opts.n_ctx, impl_->info.has_mtp, l0, l1);
-    be.reserve(graph::scratch_limits(hp, opts.n_ctx));
-
-    // Size the scratch arena: the forward pass of the largest chunk, with every optional
-    // output on, run against a backend that executes nothing.
-    s->arena_bytes = graph::measure_arena(*impl_->m, *s->cache, s->opts.chunk_size, l0, l1,
-                                          s->cache->has_mtp());
+    try {
+        s->tl = hp.is_v41()
+                    ? make_v41_timeline(*impl_->m, be, opts.n_ctx)
+                    : make_v4_timeline(*impl_->m, be, opts.n_ctx, impl_->info.has_mtp, l0, l1);
+        // Size the scratch arena: the forward pass of the largest chunk, with every optional
+        // output on, run against a backend that executes nothing.
+        s->arena_bytes = s->tl->arena_bytes(s->opts.chunk_size, s->opts.all_logits);
+    } catch (const Error& e) {
+        return {status_code::internal, strfmt("session: %s", e.what())};
+    }
     s->arena_buffer = be.alloc_buffer(s->arena_bytes);
     s->ar = arena(s->arena_buffer, s->arena_bytes);
-    s->fwd = std::make_unique<graph::forward>(*impl_->m, be);
     s->logits.assign(hp.n_vocab, 0.0f);
     *out = std::unique_ptr<Session>(new Session(std::move(s)));
     return {};

@@ -10,8 +10,8 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/arena.h"
 #include "dist/pipeline.h"
+#include "engine/timeline_state.h"
 #include "graph/forward.h"
-#include "kv/kv_cache.h"
 #include "magnetar/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -43,8 +43,8 @@ class name_dump_sink final : public graph::dump_sink {
 struct Session::impl {
     const Engine::impl* eng = nullptr;
     session_options opts;
-    std::unique_ptr<kv::cache> cache;
-    std::unique_ptr<graph::forward> fwd;
+    // The model's cache and forward pass (V4 or V4.1, by the model's architecture).
+    std::unique_ptr<timeline_state> tl;
     void* arena_buffer = nullptr;
     size_t arena_bytes = 0;
     arena ar;
@@ -63,11 +63,11 @@ struct Session::impl {
     // Host copy of the small state at `pos` with the logits row of position pos - 1.
     struct checkpoint {
         int64_t pos = 0;
-        std::vector<float> small;
+        small_copy small;
         std::vector<float> logits;
     };
     std::deque<checkpoint> checkpoints;  // ascending positions
-    std::vector<float> rollback;         // small state before a cancellable chunk
+    small_copy rollback;                 // small state before a cancellable chunk
 
     // Runs tokens as chunks ending at absolute multiples of chunk_size (and of the checkpoint
     // interval), taking the automatic checkpoints. Caller holds the eval mutex.
@@ -87,6 +87,8 @@ struct Session::impl {
     int64_t payload_chunk = 0;
     std::vector<float> hc;  // rank 0's output state of one chunk [chunk, n_hc*D]
     void fetch_logits();
+    // The V4 cache of a pipelined session (pipelines run V4 models only).
+    kv::cache& v4() const { return *tl->v4_cache(); }
     void take_checkpoint();
     void restore_checkpoint(const checkpoint& cp);
     std::span<const float> last_logits() const;

@@ -1,5 +1,6 @@
 // Session: one token timeline. Schedules prefill chunks and decode steps over the forward pass,
-// keeps the logits, and exposes the diagnostic taps.
+// keeps the logits, and exposes the diagnostic taps. Written once over timeline_state (V4 or
+// V4.1); the pipelined (MPI) paths run V4 models only.
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -85,7 +86,7 @@ std::span<const float> Session::mtp_logits_at(int64_t j) const {
 
 void Session::reset() {
     std::lock_guard<std::mutex> lock(impl_->eng->eval_mutex);
-    impl_->cache->clear_small();
+    impl_->tl->clear();
     if (impl_->eng->pipe) impl_->eng->pipe->clear(impl_->dist_id);
     impl_->checkpoints.clear();
     impl_->tokens.clear();
@@ -96,14 +97,11 @@ void Session::reset() {
 
 session_memory Session::memory() const {
     session_memory m;
-    const kv::usage& u = impl_->cache->bytes();
+    impl_->tl->memory(m);
     m.n_ctx = impl_->opts.n_ctx;
-    m.growing_bytes = u.growing_bytes;
-    m.raw_window_bytes = u.raw_window_bytes;
-    m.frontier_bytes = u.frontier_bytes;
     m.scratch_bytes = impl_->arena_bytes;
     for (const impl::checkpoint& cp : impl_->checkpoints)
-        m.checkpoint_bytes += (cp.small.size() + cp.logits.size()) * sizeof(float);
+        m.checkpoint_bytes += cp.small.bytes() + cp.logits.size() * sizeof(float);
     return m;
 }
 
@@ -161,7 +159,7 @@ status Session::impl::eval_pipelined(std::span<const int32_t> toks, const eval_o
     graph::dump_sink* dsink = sink.fn && !sink.patterns.empty() ? &sink : nullptr;
     const int64_t every = opts.checkpoint_interval;
     const uint32_t flags = (opts.all_logits ? dist::eval_logits_all : 0u) |
-                           (cache->has_mtp() || eng->info.has_mtp ? dist::eval_mtp : 0u);
+                           (tl->has_mtp() || eng->info.has_mtp ? dist::eval_mtp : 0u);
     status st;
     try {
         for (int64_t off = 0; off < n;) {
@@ -179,10 +177,10 @@ status Session::impl::eval_pipelined(std::span<const int32_t> toks, const eval_o
             req.p0 = n_past;
             req.n = std::min(end, target) - n_past;
             req.tokens = toks.data() + off;
-            req.layer_begin = cache->layer_begin();
-            req.layer_end = cache->layer_end();
+            req.layer_begin = v4().layer_begin();
+            req.layer_end = v4().layer_end();
             req.hc_out = hc.data();
-            fwd->run(req, *cache, ar, dsink);
+            tl->run(req, ar, dsink);
             eng->be->synchronize();
             float* dst = opts.all_logits ? logits.data() + static_cast<size_t>(off) * n_vocab
                                          : nullptr;
@@ -214,7 +212,7 @@ status Session::impl::eval_locked(std::span<const int32_t> toks, const eval_opti
     const int64_t rows = opts.all_logits ? n : 1;
     if (logits.size() < static_cast<size_t>(rows) * n_vocab)
         logits.resize(static_cast<size_t>(rows) * n_vocab);
-    const bool mtp = cache->has_mtp();
+    const bool mtp = tl->has_mtp();
     const int64_t mtp_rows = mtp ? (n_past > 0 ? n : n - 1) : 0;
     if (opts.mtp_logits && mtp_logits.size() < static_cast<size_t>(mtp_rows) * n_vocab) {
         mtp_logits.resize(static_cast<size_t>(mtp_rows) * n_vocab);
@@ -251,12 +249,19 @@ status Session::impl::eval_locked(std::span<const int32_t> toks, const eval_opti
                           ? mtp_logits.data() + static_cast<size_t>(n_mtp_rows) * n_vocab
                           : nullptr;
         if (cancel && req.n > 1) {
-            cache->save_small(rollback);
+            tl->save_small(rollback);
             req.cancel = cancel;
         }
-        const graph::chunk_result r = fwd->run(req, *cache, ar, dsink);
+        graph::chunk_result r;
+        try {
+            r = tl->run(req, ar, dsink);
+        } catch (const Error& e) {
+            eng->be->synchronize();
+            return {status_code::invalid_argument,
+                    strfmt("eval: at position %lld: %s", static_cast<long long>(n_past), e.what())};
+        }
         if (r.cancelled) {
-            cache->load_small(rollback);
+            tl->load_small(rollback, n_past);
             eng->be->synchronize();
             return {status_code::cancelled,
                     strfmt("eval: cancelled at position %lld", static_cast<long long>(n_past))};
@@ -289,7 +294,7 @@ void Session::impl::take_checkpoint() {
         checkpoints.pop_front();
     }
     cp.pos = n_past;
-    cache->save_small(cp.small);
+    tl->save_small(cp.small);
     if (eng->pipe) {
         cp.logits.clear();  // the last stage keeps the logits row of its checkpoint
     } else {
@@ -300,7 +305,7 @@ void Session::impl::take_checkpoint() {
 }
 
 void Session::impl::restore_checkpoint(const checkpoint& cp) {
-    cache->load_small(cp.small);
+    tl->load_small(cp.small, cp.pos);
     if (eng->pipe) {
         remote_argmax = eng->pipe->restore(dist_id, cp.pos);
         if (remote_logits) {
@@ -357,7 +362,7 @@ status Session::sync(std::span<const int32_t> toks, const eval_options& opts,
             r.from_checkpoint = true;
             start = s.n_past;
         } else {
-            s.cache->clear_small();
+            s.tl->clear();
             if (s.eng->pipe) s.eng->pipe->clear(s.dist_id);
             s.checkpoints.clear();
             s.tokens.clear();
@@ -433,7 +438,7 @@ status Session::rewind(int64_t pos) {
 }
 
 uint64_t Session::payload_size() const {
-    return kv::payload_size(impl_->eng->m->hp(), impl_->n_past);
+    return impl_->tl->payload_size(impl_->n_past);
 }
 
 status Session::save_payload(std::vector<uint8_t>* out) const {
@@ -453,21 +458,20 @@ status Session::save_payload(const byte_sink& sink) const {
     const hparams& hp = s.eng->m->hp();
     try {
         if (!s.eng->pipe) {
-            kv::write_payload(*s.eng->be, hp, *s.cache, s.payload_chunk, s.tokens,
-                              s.last_logits(), sink);
+            s.tl->write_payload(s.payload_chunk, s.tokens, s.last_logits(), sink);
             return {};
         }
         // Pipelined: the other stages' layer sections first (nothing reaches the sink if the
         // pipeline fails), then the same bytes a single process writes.
-        const uint32_t l1 = s.cache->layer_end();
+        const uint32_t l1 = s.v4().layer_end();
         uint64_t remote = 0;
         for (uint32_t il = l1; il < hp.n_layer; ++il)
             remote += kv::payload_layer_size(hp, s.n_past, il);
         const std::vector<uint8_t> rest = s.eng->pipe->save_state(s.dist_id, s.n_past, remote);
         s.fetch_logits();
         s.eng->be->synchronize();
-        kv::write_payload_head(hp, *s.cache, s.payload_chunk, s.tokens, s.last_logits(), sink);
-        kv::write_payload_layers(*s.eng->be, hp, *s.cache, s.n_past, 0, l1, sink);
+        kv::write_payload_head(hp, s.v4(), s.payload_chunk, s.tokens, s.last_logits(), sink);
+        kv::write_payload_layers(*s.eng->be, hp, s.v4(), s.n_past, 0, l1, sink);
         if (!rest.empty() && !sink(rest.data(), rest.size()))
             throw Error("session payload: write failed");
     } catch (const Error& e) {
@@ -498,16 +502,16 @@ status Session::load_payload(const byte_source& source, uint64_t size) {
     bool sent = false;  // pipelined: the other stages have been asked to load
     try {
         if (!s.eng->pipe) {
-            kv::read_payload(*s.eng->be, hp, *s.cache, source, size, &s.tokens, &row);
+            s.tl->read_payload(source, size, &s.tokens, &row);
         } else {
             // Every byte is read and the head checked before the other stages are asked to
             // load: a bad payload is refused here (and the timeline emptied everywhere, as a
             // single process empties it).
-            kv::read_payload_head(hp, *s.cache, source, size, &s.tokens, &row);
+            kv::read_payload_head(hp, s.v4(), source, size, &s.tokens, &row);
             const int64_t n = static_cast<int64_t>(s.tokens.size());
-            const uint32_t l1 = s.cache->layer_end();
-            s.cache->clear_small();
-            kv::read_payload_layers(*s.eng->be, hp, *s.cache, n, 0, l1, source);
+            const uint32_t l1 = s.v4().layer_end();
+            s.tl->clear();
+            kv::read_payload_layers(*s.eng->be, hp, s.v4(), n, 0, l1, source);
             uint64_t remote = 0;
             for (uint32_t il = l1; il < hp.n_layer; ++il)
                 remote += kv::payload_layer_size(hp, n, il);
@@ -521,7 +525,7 @@ status Session::load_payload(const byte_source& source, uint64_t size) {
             s.logits_fetched = true;  // the row is here as well
         }
     } catch (const Error& e) {
-        s.cache->clear_small();
+        s.tl->clear();
         s.tokens.clear();
         s.n_past = 0;
         s.n_logit_rows = 0;
@@ -578,32 +582,8 @@ int32_t Session::sample(sampler& smp, const sampling_params& params) const {
 status Session::read_state(const std::string& name, std::vector<float>* data,
                            int64_t* width) const {
     const impl& s = *impl_;
-    unsigned il = 0;
-    char what[32] = {0};
-    if (std::sscanf(name.c_str(), "blk.%u.%31s", &il, what) != 2 || il >= s.eng->info.n_layer) {
-        return {status_code::invalid_argument,
-                strfmt("read_state: unknown state '%s'", name.c_str())};
-    }
-    if (il < s.cache->layer_begin() || il >= s.cache->layer_end()) {
-        return {status_code::unsupported,
-                strfmt("read_state: layer %u is held by another pipeline stage", il)};
-    }
-    const kv::layer_state& st = s.cache->layer(il);
-    const std::string w = what;
-    tensor rows;
-    if (w == "comp_rows" && st.ratio != 0) {
-        rows = view_rows(st.comp_rows, 0, s.n_past / st.ratio);
-    } else if (w == "index_rows" && st.ratio == 4) {
-        rows = view_rows(st.idx_rows, 0, s.n_past / 4);
-    } else {
-        return {status_code::invalid_argument,
-                strfmt("read_state: layer %u has no state '%s'", il, what)};
-    }
     std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
-    data->resize(static_cast<size_t>(rows.n_elements()));
-    if (!data->empty()) s.eng->be->download(rows, data->data());
-    *width = rows.ne[0];
-    return {};
+    return s.tl->read_state(name, s.n_past, data, width);
 }
 
 }  // namespace magnetar

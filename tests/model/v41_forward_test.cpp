@@ -418,13 +418,43 @@ TEST(V41Forward, DSparkDraftsMatchReference) {
 namespace magnetar {
 namespace {
 
-TEST(V41Engine, LoadRefusesWithAClearMessage) {
+// The engine API runs the same forward pass: a session's logits (all positions, chunks of 7
+// that split ratio-2 pairs, and decode) equal forward41's own bit for bit.
+TEST(V41Engine, SessionLogitsEqualTheForwardPass) {
+    const std::string path = test::tiny_model("v41-tiny", "lossless");
+    v41_runner r(path);
+    const std::vector<int32_t> toks = tiny_tokens(kLen);
+    const std::vector<float> want = r.run(toks, {kLen});
+    const size_t V = r.m->hp().n_vocab;
+
     engine_options eo;
-    eo.model_path = test::tiny_model("v41-tiny", "lossless");
+    eo.model_path = path;
+    eo.n_threads = 2;
+    eo.exact_matmul = true;  // as v41_runner's backend
     std::unique_ptr<Engine> e;
     const status st = Engine::load(eo, &e);
-    EXPECT_FALSE(st.ok());
-    EXPECT_NE(st.message().find("V4.1"), std::string::npos) << st.message();
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(e->info().arch, "deepseek41");
+    session_options so;
+    so.n_ctx = kLen;
+    so.chunk_size = 7;
+    so.all_logits = true;
+    std::unique_ptr<Session> s;
+    ASSERT_TRUE(e->create_session(so, &s).ok());
+    ASSERT_TRUE(s->eval(toks).ok());
+    ASSERT_EQ(s->n_logit_rows(), kLen);
+    for (int64_t i = 0; i < kLen; ++i) {
+        ASSERT_EQ(std::memcmp(s->logits_at(i).data(), want.data() + i * V, V * 4), 0)
+            << "chunked session, position " << i;
+    }
+    so.all_logits = false;
+    std::unique_ptr<Session> d;
+    ASSERT_TRUE(e->create_session(so, &d).ok());
+    for (int64_t i = 0; i < kLen; ++i) {
+        ASSERT_TRUE(d->eval(std::span<const int32_t>(toks.data() + i, 1)).ok());
+        ASSERT_EQ(std::memcmp(d->logits().data(), want.data() + i * V, V * 4), 0)
+            << "decoding session, position " << i;
+    }
 }
 
 }  // namespace

@@ -304,6 +304,13 @@ int run_model_bench(const model_bench_args& a) {
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
     const model_info& info = engine->info();
+    if (info.arch == "deepseek41") {
+        // model/roofline counts V4 weights and FP32 cache rows; V4.1's packed rows, Engram
+        // lookups and CSA2 reads are not modelled, so its byte columns would be wrong.
+        throw std::runtime_error(eo.model_path + ": the bench model walk's roofline accounting "
+                                 "covers DeepSeek V4 only; time DeepSeek V4.1 files with `bench "
+                                 "kv`, `run --tokens` or `eval-logits`");
+    }
     if (!info.has_tokenizer) throw std::runtime_error(eo.model_path + ": the model has no tokenizer");
 
     // Byte accounting from the model file's tensor directory (mapped again, lazily).

@@ -125,9 +125,7 @@ class chat {
             make_session();
             const session_memory m = session_->memory();
             std::printf("context: %lld tokens, cache %s\n", static_cast<long long>(n),
-                        human_bytes(m.growing_bytes + m.raw_window_bytes + m.frontier_bytes +
-                                    m.scratch_bytes)
-                            .c_str());
+                        human_bytes(m.cache_bytes() + m.scratch_bytes).c_str());
         } else if (cmd == "/read") {
             if (arg.empty()) throw std::runtime_error("/read needs a file name");
             turn(read_text_file(arg));

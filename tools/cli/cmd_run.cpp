@@ -48,7 +48,7 @@ int run_tokens(const args& a) {
     sampling_params sp = a.f.sampling;
     if (a.f.temp_opt->count() == 0) sp.temperature = 0;  // greedy unless asked otherwise
 
-    const auto engine = load_engine(a.f);
+    const auto engine = load_engine(a.f, /*need_tokenizer=*/false);
     session_options so;
     so.n_ctx =
         a.f.ctx_opt->count() > 0 ? a.f.n_ctx : static_cast<int64_t>(prompt.size()) + n_predict;

@@ -69,7 +69,7 @@ std::string read_text_file(const std::string& path) {
     return ss.str();
 }
 
-std::unique_ptr<Engine> load_engine(const common_flags& f) {
+std::unique_ptr<Engine> load_engine(const common_flags& f, bool need_tokenizer) {
     engine_options eo;
     eo.model_path = resolve_model_path(f.model);
     eo.n_threads = f.threads;
@@ -77,7 +77,7 @@ std::unique_ptr<Engine> load_engine(const common_flags& f) {
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
     report_pipeline(engine->info());
-    if (!engine->info().has_tokenizer) {
+    if (need_tokenizer && !engine->info().has_tokenizer) {
         throw std::runtime_error(eo.model_path + ": the model has no tokenizer (tokenizer.ggml.*)");
     }
     return engine;

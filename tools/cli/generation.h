@@ -57,7 +57,9 @@ void check(const status& st);
 // Whole file as bytes; throws std::runtime_error naming the file.
 std::string read_text_file(const std::string& path);
 
-std::unique_ptr<Engine> load_engine(const common_flags& f);
+// The engine of -m (or the default model). need_tokenizer: refuse a file without
+// tokenizer.ggml.* keys (text prompts); token-id modes pass false.
+std::unique_ptr<Engine> load_engine(const common_flags& f, bool need_tokenizer = true);
 
 // Think Max needs this much allocated context (protocol §2.1); below it the CLI warns and
 // uses normal thinking.
