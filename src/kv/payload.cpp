@@ -5,83 +5,15 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "kv/payload_io.h"
 
 namespace magnetar::kv {
 
 namespace {
 
-// Rows moved per backend transfer: bounds the host buffer whatever the context.
-constexpr int64_t k_rows_per_piece = 1024;
-
 uint32_t raw_rows_of(const hparams& hp, int64_t n) {
     return static_cast<uint32_t>(std::min<int64_t>(n, hp.n_swa));
 }
-
-class writer {
-  public:
-    explicit writer(const byte_sink& sink) : sink_(sink) {}
-    void bytes(const void* p, size_t n) {
-        if (n == 0) return;
-        if (!sink_(p, n)) throw Error("session payload: write failed");
-        written_ += n;
-    }
-    void u32(uint32_t v) { bytes(&v, 4); }
-    // Rows [r0, r0 + n) of a backend tensor, in pieces.
-    void rows(backend::backend& be, const tensor& t, int64_t r0, int64_t n) {
-        for (int64_t done = 0; done < n;) {
-            const int64_t k = std::min(k_rows_per_piece, n - done);
-            const tensor v = view_rows(t, r0 + done, k);
-            buf_.resize(static_cast<size_t>(v.n_elements()));
-            be.download(v, buf_.data());
-            bytes(buf_.data(), buf_.size() * sizeof(float));
-            done += k;
-        }
-    }
-    void whole(backend::backend& be, const tensor& t) { rows(be, t, 0, t.ne[1]); }
-    uint64_t written() const { return written_; }
-
-  private:
-    const byte_sink& sink_;
-    std::vector<float> buf_;
-    uint64_t written_ = 0;
-};
-
-class reader {
-  public:
-    reader(const byte_source& source, uint64_t size) : source_(source), left_(size) {}
-    void bytes(void* p, size_t n, const char* what) {
-        if (n > left_)
-            throw Error(strfmt("session payload: truncated in %s (%zu bytes needed, %llu left)",
-                               what, n, static_cast<unsigned long long>(left_)));
-        if (n > 0 && !source_(p, n))
-            throw Error(strfmt("session payload: read failed in %s", what));
-        left_ -= n;
-    }
-    uint32_t u32(const char* what) {
-        uint32_t v = 0;
-        bytes(&v, 4, what);
-        return v;
-    }
-    void rows(backend::backend& be, const tensor& t, int64_t r0, int64_t n, const char* what) {
-        for (int64_t done = 0; done < n;) {
-            const int64_t k = std::min(k_rows_per_piece, n - done);
-            const tensor v = view_rows(t, r0 + done, k);
-            buf_.resize(static_cast<size_t>(v.n_elements()));
-            bytes(buf_.data(), buf_.size() * sizeof(float), what);
-            be.upload(v, buf_.data());
-            done += k;
-        }
-    }
-    void whole(backend::backend& be, const tensor& t, const char* what) {
-        rows(be, t, 0, t.ne[1], what);
-    }
-    uint64_t left() const { return left_; }
-
-  private:
-    const byte_source& source_;
-    uint64_t left_;
-    std::vector<float> buf_;
-};
 
 }  // namespace
 
@@ -116,7 +48,7 @@ void write_payload_head(const hparams& hp, const cache& c, int64_t chunk,
     MAGNETAR_ASSERT(logits.size() == hp.n_vocab, "write_payload: logits row of the wrong size");
     cache& cc = const_cast<cache&>(c);  // layer() is not const; nothing is modified
     const int64_t raw_cap = cc.layer(c.layer_begin()).raw.ne[1];
-    writer out(sink);
+    payload_writer out(sink);
     const uint32_t fields[k_payload_fields] = {
         k_payload_magic,
         k_payload_version,
@@ -150,7 +82,7 @@ void write_payload_layers(backend::backend& be, const hparams& hp, const cache& 
     MAGNETAR_ASSERT(l0 >= c.layer_begin() && l1 <= c.layer_end() && l0 <= l1,
                     "write_payload: layers not held by this cache");
     cache& cc = const_cast<cache&>(c);  // layer() is not const; nothing is modified
-    writer out(sink);
+    payload_writer out(sink);
     uint64_t want = 0;
     for (uint32_t il = l0; il < l1; ++il) {
         const layer_state& s = cc.layer(il);
@@ -181,7 +113,7 @@ void write_payload(backend::backend& be, const hparams& hp, const cache& c, int6
 
 void read_payload_head(const hparams& hp, const cache& c, const byte_source& source,
                        uint64_t size, std::vector<int32_t>* tokens, std::vector<float>* logits) {
-    reader in(source, size);
+    payload_reader in(source, size);
     uint32_t f[k_payload_fields];
     static const char* const names[k_payload_fields] = {
         "magic",        "version",    "context",        "prefill chunk", "raw ring capacity",
@@ -243,7 +175,7 @@ void read_payload_layers(backend::backend& be, const hparams& hp, cache& c, int6
                     "read_payload: layers not held by this cache");
     uint64_t size = 0;
     for (uint32_t il = l0; il < l1; ++il) size += payload_layer_size(hp, n, il);
-    reader in(source, size);
+    payload_reader in(source, size);
     const int64_t w = raw_rows_of(hp, n);
     for (uint32_t il = l0; il < l1; ++il) {
         layer_state& s = c.layer(il);

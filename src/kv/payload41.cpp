@@ -5,14 +5,12 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "kv/payload_io.h"
 #include "quant/fp8fp4.h"
 
 namespace magnetar::kv {
 
 namespace {
-
-// Rows moved per backend transfer: bounds the host buffer whatever the context.
-constexpr int64_t k_rows_per_piece = 1024;
 
 constexpr uint32_t k_no_slot = 0xffffffffu;  // runtime slot -1
 
@@ -78,82 +76,6 @@ uint64_t size_of(const hparams& hp, uint32_t stages, int64_t n) {
     return b;
 }
 
-class writer {
-  public:
-    writer(backend::backend& be, const byte_sink& sink) : be_(be), sink_(sink) {}
-    void bytes(const void* p, size_t n) {
-        if (n == 0) return;
-        if (!sink_(p, n)) throw Error("session payload: write failed");
-        written_ += n;
-    }
-    void u32(uint32_t v) { bytes(&v, 4); }
-    // Rows [r0, r0 + n) of a backend tensor (any row type), in pieces.
-    void rows(const tensor& t, int64_t r0, int64_t n) {
-        for (int64_t done = 0; done < n;) {
-            const int64_t k = std::min(k_rows_per_piece, n - done);
-            const tensor v = view_rows(t, r0 + done, k);
-            buf_.resize(tensor_bytes(v.type, v.ne[0], k));
-            be_.download(v, buf_.data());
-            bytes(buf_.data(), buf_.size());
-            done += k;
-        }
-    }
-    uint64_t written() const { return written_; }
-
-  private:
-    backend::backend& be_;
-    const byte_sink& sink_;
-    std::vector<uint8_t> buf_;
-    uint64_t written_ = 0;
-};
-
-class reader {
-  public:
-    reader(backend::backend& be, const byte_source& source, uint64_t size)
-        : be_(be), source_(source), left_(size) {}
-    void bytes(void* p, size_t n, const char* what) {
-        if (n > left_) {
-            throw Error(strfmt("session payload: truncated in %s (%zu bytes needed, %llu left)",
-                               what, n, static_cast<unsigned long long>(left_)));
-        }
-        if (n > 0 && !source_(p, n))
-            throw Error(strfmt("session payload: read failed in %s", what));
-        left_ -= n;
-    }
-    uint32_t u32(const char* what) {
-        uint32_t v = 0;
-        bytes(&v, 4, what);
-        return v;
-    }
-    // Rows [r0, r0 + n) of a backend tensor (any row type), in pieces.
-    void rows(const tensor& t, int64_t r0, int64_t n, const char* what) {
-        for (int64_t done = 0; done < n;) {
-            const int64_t k = std::min(k_rows_per_piece, n - done);
-            const tensor v = view_rows(t, r0 + done, k);
-            buf_.resize(tensor_bytes(v.type, v.ne[0], k));
-            bytes(buf_.data(), buf_.size(), what);
-            be_.upload(v, buf_.data());
-            done += k;
-        }
-    }
-    // Reads n bytes and drops them.
-    void skip(uint64_t n, const char* what) {
-        while (n > 0) {
-            const size_t k = static_cast<size_t>(std::min<uint64_t>(n, 1u << 20));
-            buf_.resize(k);
-            bytes(buf_.data(), k, what);
-            n -= k;
-        }
-    }
-    uint64_t left() const { return left_; }
-
-  private:
-    backend::backend& be_;
-    const byte_source& source_;
-    uint64_t left_;
-    std::vector<uint8_t> buf_;
-};
-
 // The window rows of positions [n - w, n) of a ring of W rows (row = position mod W), oldest
 // first: at most two contiguous runs of slots.
 struct ring_runs {
@@ -169,7 +91,7 @@ void read_impl(backend::backend& be, const hparams& hp, cache41& c, const byte_s
                uint64_t size, std::vector<int32_t>* tokens, std::vector<float>* logits) {
     MAGNETAR_ASSERT(c.n_blocks() == hp.n_layer || c.n_blocks() == hp.n_layer + hp.n_dspark(),
                     "read_payload41: a cache of another model");
-    reader in(be, source, size);
+    payload_reader in(source, size);
     uint32_t f[k_payload41_fields];
     for (int i = 0; i < k_payload41_fields; ++i) f[i] = in.u32(k_field_names[i]);
     auto expect = [&](int i, uint64_t want) {
@@ -284,15 +206,15 @@ void read_impl(backend::backend& be, const hparams& hp, cache41& c, const byte_s
         }
         layer41_state& s = c.layer(b);
         const ring_runs rr = ring_runs_of(n, w, s.ring.ne[1]);
-        in.rows(s.ring, rr.first_slot, rr.first_len, "window rows");
-        in.rows(s.ring, 0, rr.second_len, "window rows");
+        in.rows(be, s.ring, rr.first_slot, rr.first_len, "window rows");
+        in.rows(be, s.ring, 0, rr.second_len, "window rows");
         if (b >= hp.n_layer || !hp.is_kv_source(b)) continue;
         const int64_t r = s.ratio;
-        in.rows(s.comp_rows, 0, n / r, "compressed rows");
-        in.rows(s.idx_rows, 0, n / r, "index rows");
+        in.rows(be, s.comp_rows, 0, n / r, "compressed rows");
+        in.rows(be, s.idx_rows, 0, n / r, "index rows");
         if (r >= 2) {
-            in.rows(s.state_a, 0, n % r, "pending rows");
-            in.rows(s.state_b, 0, n % r, "pending rows");
+            in.rows(be, s.state_a, 0, n % r, "pending rows");
+            in.rows(be, s.state_b, 0, n % r, "pending rows");
         }
     }
     MAGNETAR_ASSERT(in.left() == 0, "read_payload41: bytes left after the last block");
@@ -323,7 +245,7 @@ void write_payload41(backend::backend& be, const hparams& hp, const cache41& c, 
                     "write_payload41: Engram history out of step with the tokens");
     const uint32_t stages = stages_of(hp, c);
     const int32_t slot = cc.runtime().published_index_k;
-    writer out(be, sink);
+    payload_writer out(sink);
     const uint32_t fields[k_payload41_fields] = {
         k_payload41_magic,
         k_payload41_version,
@@ -354,15 +276,15 @@ void write_payload41(backend::backend& be, const hparams& hp, const cache41& c, 
     for (uint32_t b = 0; b < hp.n_layer + stages; ++b) {
         const layer41_state& s = c.layer(b);
         const ring_runs rr = ring_runs_of(n, w, s.ring.ne[1]);
-        out.rows(s.ring, rr.first_slot, rr.first_len);
-        out.rows(s.ring, 0, rr.second_len);
+        out.rows(be, s.ring, rr.first_slot, rr.first_len);
+        out.rows(be, s.ring, 0, rr.second_len);
         if (b >= hp.n_layer || !hp.is_kv_source(b)) continue;
         const int64_t r = s.ratio;
-        out.rows(s.comp_rows, 0, n / r);
-        out.rows(s.idx_rows, 0, n / r);
+        out.rows(be, s.comp_rows, 0, n / r);
+        out.rows(be, s.idx_rows, 0, n / r);
         if (r >= 2) {
-            out.rows(s.state_a, 0, n % r);
-            out.rows(s.state_b, 0, n % r);
+            out.rows(be, s.state_a, 0, n % r);
+            out.rows(be, s.state_b, 0, n % r);
         }
     }
     MAGNETAR_ASSERT(out.written() == size_of(hp, stages, n), "write_payload41: size mismatch");
