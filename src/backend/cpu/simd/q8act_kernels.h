@@ -219,10 +219,14 @@ inline void prefetch(const uint8_t* p) {
 // blocks and their unpacked scales across tokens).
 // ---------------------------------------------------------------------------------------------
 
-// Q8_0 x Q8_0: integer dot per block of 32, scaled by both halves' scales.
-struct k_q8_0 {
-    static constexpr int64_t block_elems = QK8_0;
-    static constexpr size_t w_bytes = sizeof(block_q8_0);
+// Weights of 32-element blocks against Q8_0 activations: per block the weight bytes as signed
+// int8 (Dec::codes) times the activation bytes (|w| * sign(a, w), pairs within int16), summed
+// exactly in int32 lanes, then one FMA by the weight scale (Dec::scale) times the activation
+// scale. Dec also gives the block type; its table (if any) is set up once per block call.
+template <class Dec>
+struct k_q8_0_act {
+    static constexpr int64_t block_elems = 32;
+    static constexpr size_t w_bytes = sizeof(typename Dec::block);
     static constexpr size_t a_bytes = sizeof(block_q8_0);
     struct acc {
         __m256 v;
@@ -230,6 +234,7 @@ struct k_q8_0 {
     static void zero(acc& a) { a.v = _mm256_setzero_ps(); }
     template <int NR, int NT>
     static void block(const uint8_t* const* w, const uint8_t* const* a, acc (&s)[NR][NT]) {
+        const Dec dec;
         __m256i ya[NT];
         float dy[NT];
         for (int t = 0; t < NT; ++t) {
@@ -238,57 +243,10 @@ struct k_q8_0 {
             dy[t] = h2f(y->d);
         }
         for (int r = 0; r < NR; ++r) {
-            const auto* x = reinterpret_cast<const block_q8_0*>(w[r]);
-            const __m256i xq = load256(x->qs);
-            const __m256i ax = _mm256_sign_epi8(xq, xq);
-            const float dx = h2f(x->d);
-            for (int t = 0; t < NT; ++t) {
-                const __m256i p = dot_u8s8(ax, _mm256_sign_epi8(ya[t], xq));
-                s[r][t].v = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy[t]), _mm256_cvtepi32_ps(p),
-                                            s[r][t].v);
-            }
-        }
-    }
-    static float finish(const acc& a) { return hsum(a.v); }
-};
-
-// MXFP4 x Q8_0 (GGML's ggml_vec_dot_mxfp4_q8_0): the 32 nibbles of a block become signed bytes
-// through a byte shuffle of the doubled E2M1 table (0, 1, 2, 3, 4, 6, 8, 12 and negatives),
-// multiplied with the activation bytes like Q8_0 (|w| * sign(a, w), products of at most
-// 12 x 127, pairs within int16), one FMA per block by 2^(e - 128) times the activation scale.
-struct k_mxfp4 {
-    static constexpr int64_t block_elems = QK_MXFP4;
-    static constexpr size_t w_bytes = sizeof(block_mxfp4);
-    static constexpr size_t a_bytes = sizeof(block_q8_0);
-    struct acc {
-        __m256 v;
-    };
-    static void zero(acc& a) { a.v = _mm256_setzero_ps(); }
-    // Element j of the block at byte j: the low nibbles (elements 0-15) in the low 128-bit lane,
-    // the high nibbles (16-31) in the high lane, each looked up in the table. Masking in 128-bit
-    // halves and one lane insert measured faster than a broadcast, 256-bit shift and blend.
-    static __m256i values(const uint8_t* qs, __m256i table) {
-        const __m128i q = load128(qs);
-        const __m128i m = _mm_set1_epi8(0x0F);
-        const __m256i n =
-            _mm256_setr_m128i(_mm_and_si128(q, m), _mm_and_si128(_mm_srli_epi16(q, 4), m));
-        return _mm256_shuffle_epi8(table, n);
-    }
-    template <int NR, int NT>
-    static void block(const uint8_t* const* w, const uint8_t* const* a, acc (&s)[NR][NT]) {
-        const __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4Values));
-        __m256i ya[NT];
-        float dy[NT];
-        for (int t = 0; t < NT; ++t) {
-            const auto* y = reinterpret_cast<const block_q8_0*>(a[t]);
-            ya[t] = load256(y->qs);
-            dy[t] = h2f(y->d);
-        }
-        for (int r = 0; r < NR; ++r) {
-            const auto* x = reinterpret_cast<const block_mxfp4*>(w[r]);
-            const __m256i xv = values(x->qs, table);
+            const auto* x = reinterpret_cast<const typename Dec::block*>(w[r]);
+            const __m256i xv = dec.codes(*x);
             const __m256i ax = _mm256_sign_epi8(xv, xv);
-            const float dx = detail::mxfp4_scale(x->e);
+            const float dx = Dec::scale(*x);
             for (int t = 0; t < NT; ++t) {
                 const __m256i p = dot_u8s8(ax, _mm256_sign_epi8(ya[t], xv));
                 s[r][t].v = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy[t]), _mm256_cvtepi32_ps(p),
@@ -298,6 +256,36 @@ struct k_mxfp4 {
     }
     static float finish(const acc& a) { return hsum(a.v); }
 };
+
+// Q8_0 x Q8_0: the codes as they are, scaled by both halves' scales.
+struct dec_q8_0 {
+    using block = block_q8_0;
+    static_assert(QK8_0 == 32);
+    __m256i codes(const block& x) const { return load256(x.qs); }
+    static float scale(const block& x) { return h2f(x.d); }
+};
+using k_q8_0 = k_q8_0_act<dec_q8_0>;
+
+// MXFP4 x Q8_0 (GGML's ggml_vec_dot_mxfp4_q8_0): the 32 nibbles of a block become signed bytes
+// through a byte shuffle of the doubled E2M1 table (0, 1, 2, 3, 4, 6, 8, 12 and negatives);
+// products of at most 12 x 127; the scale is 2^(e - 128) (the doubled table's half).
+struct dec_mxfp4 {
+    using block = block_mxfp4;
+    static_assert(QK_MXFP4 == 32);
+    const __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4Values));
+    // Element j of the block at byte j: the low nibbles (elements 0-15) in the low 128-bit lane,
+    // the high nibbles (16-31) in the high lane, each looked up in the table. Masking in 128-bit
+    // halves and one lane insert measured faster than a broadcast, 256-bit shift and blend.
+    __m256i codes(const block& x) const {
+        const __m128i q = load128(x.qs);
+        const __m128i m = _mm_set1_epi8(0x0F);
+        const __m256i n =
+            _mm256_setr_m128i(_mm_and_si128(q, m), _mm_and_si128(_mm_srli_epi16(q, 4), m));
+        return _mm256_shuffle_epi8(table, n);
+    }
+    static float scale(const block& x) { return detail::mxfp4_scale(x.e); }
+};
+using k_mxfp4 = k_q8_0_act<dec_mxfp4>;
 
 // Q4_K x Q8_K: per 32-element sub-block, 4-bit codes times activation bytes (maddubs), times
 // the 6-bit scale (madd); the mins against the activation's 16-element sums.
