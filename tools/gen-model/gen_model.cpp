@@ -174,6 +174,8 @@ void write_tensor(gguf::writer& w, const hparams& hp, const tensor_spec& s, ggml
     }
 }
 
+}  // namespace
+
 void write_vocab(gguf::writer& w, const vocab& v) {
     using gguf::value;
     w.set("tokenizer.ggml.model", value::make_string("gpt2"));
@@ -186,8 +188,6 @@ void write_vocab(gguf::writer& w, const vocab& v) {
     w.set("tokenizer.ggml.add_bos_token", value::make_bool(true));
     w.set("tokenizer.ggml.add_eos_token", value::make_bool(false));
 }
-
-}  // namespace
 
 weight_scheme parse_weight_scheme(const std::string& s) {
     if (s == "f32") return weight_scheme::f32;

@@ -41,7 +41,9 @@ struct options {
     weight_scheme weights = weight_scheme::preset_default;
     uint64_t seed = 1;
     std::string output;
-    std::string tokenizer_json;  // empty: find_tokenizer_json()
+    // V4: empty means find_tokenizer_json(). V4.1 presets write no tokenizer unless this names
+    // a tokenizer.json; then the vocabulary becomes DeepSeek's (v41_with_vocab()).
+    std::string tokenizer_json;
     bool quiet = false;          // no progress bar
 };
 
@@ -55,6 +57,15 @@ ggml_type scheme_type(weight_scheme s, const std::string& name, bool mtp_block);
 // Type a V4.1 tensor gets under a scheme (f32, lossless, published, published-q4), before the
 // fallback for rows that are not whole blocks of the type.
 ggml_type scheme_type_v41(weight_scheme s, const tensor_spec& spec);
+
+// A V4.1 shape re-sized for a real vocabulary of n_vocab ids (the DeepSeek tokenizer's 129280):
+// embedding, head and Markov heads follow n_vocab; the Engram token map is the stub of spec
+// v41.md §6.1 over the whole vocabulary, token_map[t] = t / 2 (compressed_vocab_size
+// ceil(n_vocab / 2), compressed pad id token_map[2] = 1); the hash multipliers are folded
+// under the new bound of §3.9.3 (m -> 2 ((m >> 1) mod bound) + 1, odd and < 2 bound); the
+// DSpark noise token becomes the released id 128799 when it exists. Validated (C1-C8, Engram
+// checks); throws magnetar::Error otherwise.
+hparams v41_with_vocab(const hparams& hp, uint32_t n_vocab);
 
 // Writes a V4.1 model (called by generate() for deepseek41 presets; scheme already resolved).
 void generate_v41(const options& opts, const hparams& hp);

