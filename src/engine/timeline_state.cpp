@@ -124,7 +124,8 @@ class v41_timeline final : public timeline_state {
     size_t arena_bytes(int64_t chunk, bool logits_all) override {
         return graph::forward41_scratch_bytes(m_, cache_.n_ctx(), chunk, logits_all);
     }
-    void clear() override { cache_.clear(); }
+    // The packed rows are append-only and never read past what the timeline wrote.
+    void clear() override { cache_.clear_small(); }
     void save_small(small_copy& out) const override { cache_.save_small(out.raw); }
     void load_small(const small_copy& in, int64_t pos) override {
         cache_.load_small(in.raw);

@@ -88,13 +88,18 @@ cache41::~cache41() {
 }
 
 void cache41::clear() {
+    for (layer41_state& s : layers_) {
+        if (!s.comp_rows) continue;
+        zero_rows(be_, s.comp_rows);
+        zero_rows(be_, s.idx_rows);
+    }
+    clear_small();
+}
+
+void cache41::clear_small() {
     const float neg_inf = -std::numeric_limits<float>::infinity();
     for (layer41_state& s : layers_) {
         zero_rows(be_, s.ring);
-        if (s.comp_rows) {
-            zero_rows(be_, s.comp_rows);
-            zero_rows(be_, s.idx_rows);
-        }
         if (s.state_a) {
             be_.fill(s.state_a, 0.0f);
             be_.fill(s.state_b, neg_inf);

@@ -55,6 +55,18 @@ class cache41 {
 
     // Empty timeline: rows zeroed, pending scores -inf, history cleared, runtime reset.
     void clear();
+    // The same empty timeline without touching the packed compressed rows and index keys (the
+    // cost no longer grows with n_ctx): rings zeroed, pending rows emptied (values 0, scores
+    // -inf), history cleared, runtime slot reset. Safe because nothing reads a packed row the
+    // current timeline has not written: entry j of a source is read (attention through a
+    // top-k list, the indexer scoring visible keys) only by a query at q with
+    // j < floor((q+1)/r), and the source writes entry j once position j*r + r - 1 has been
+    // evaluated, before any layer of that chunk reads it (in the official-compatible mode of
+    // §9.2 too: the slot, reset here, only names a source that published in this timeline,
+    // whose written keys cover the rows read). A ring slot is read only for the
+    // positions max(0, q-W+1) .. p0-1 of earlier chunks (a draft: the min(W, last+1) slots
+    // written), and the r pending slots of a group are all written before the group pools.
+    void clear_small();
 
     int64_t n_ctx() const { return n_ctx_; }
     uint32_t n_blocks() const { return static_cast<uint32_t>(layers_.size()); }

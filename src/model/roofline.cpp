@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "gguf/gguf.h"
+#include "quant/fp8fp4.h"
 #include "quant/types.h"
 
 namespace magnetar {
@@ -15,13 +17,26 @@ bool is_indexer_query(const tensor_spec& s) {
     return s.suffix == "indexer.attn_q_b.weight" || s.suffix == "indexer.proj.weight";
 }
 
+// V4.1 tensors of a KV source used only for a completed compressor group (spec v41.md §3.4,
+// §3.5): the latent's norm, then the index key's projection and norm.
+bool is_emit_only(const tensor_spec& s) {
+    return s.suffix == "attn_compressor_norm.weight" || s.suffix == "indexer.attn_k.weight" ||
+           s.suffix == "indexer.k_norm.weight";
+}
+
 }  // namespace
 
 roofline::roofline(const hparams& hp, const std::vector<tensor_bytes>& tensors, bool with_mtp)
     : hp_(hp), with_mtp_(with_mtp) {
+    MAGNETAR_ASSERT(!(hp.is_v41() && with_mtp),
+                    "roofline: the DSpark stages of a V4.1 model are not run by sessions");
+    const bool v41 = hp.is_v41();
     const uint32_t n_blocks = hp.n_layer + (with_mtp ? 1 : 0);
     blocks_.resize(n_blocks);
-    for (uint32_t b = 0; b < n_blocks; ++b) blocks_[b].ratio = hp.compress_ratio(b);
+    for (uint32_t b = 0; b < n_blocks; ++b) {
+        blocks_[b].ratio = hp.compress_ratio(b);
+        if (v41) blocks_[b].mode = hp.mode(b);
+    }
     for (const tensor_bytes& t : tensors) {
         const tensor_spec& s = t.spec;
         file_bytes_ += t.n_bytes;
@@ -45,6 +60,14 @@ roofline::roofline(const hparams& hp, const std::vector<tensor_bytes>& tensors, 
             b.fixed += t.row_bytes;  // the token's row of expert ids
         } else if (is_indexer_query(s)) {
             b.indexer_q += t.n_bytes;
+        } else if (v41 && s.dtype == dtype_class::engram_table) {
+            // One row per Engram column: (max n-gram - 1) x heads rows of the layer's table.
+            b.gather += t.row_bytes * hp.v41.engram.n_col();
+            b.fixed += t.row_bytes * hp.v41.engram.n_col();
+        } else if (v41 && is_emit_only(s)) {
+            b.on_emit += t.n_bytes;
+        } else if (v41 && s.suffix == "exp_probs_b_vl.bias") {
+            // The router bias of image tokens: never read for text.
         } else {
             b.fixed += t.n_bytes;
         }
@@ -53,7 +76,8 @@ roofline::roofline(const hparams& hp, const std::vector<tensor_bytes>& tensors, 
 
 roofline roofline::from_file(const gguf::reader& file) {
     const hparams hp = read_hparams(file);
-    const bool with_mtp = file.find_tensor(layer_prefix(hp, hp.n_layer) + "e_proj.weight") != nullptr;
+    const bool with_mtp =
+        !hp.is_v41() && file.find_tensor(layer_prefix(hp, hp.n_layer) + "e_proj.weight") != nullptr;
     std::vector<tensor_bytes> tensors;
     for (tensor_spec& spec : tensor_catalogue(hp, with_mtp)) {
         const gguf::tensor_info* t = file.find_tensor(spec.name);
@@ -71,9 +95,34 @@ bool roofline::indexer_active(int64_t pos) const {
     return (pos + 1) / 4 > static_cast<int64_t>(hp_.n_indexer_top_k);
 }
 
+uint64_t roofline::scored_keys(uint32_t b, int64_t pos) const {
+    if (!hp_.is_v41() || b >= hp_.n_layer || !hp_.is_index_source(b)) return 0;
+    const auto visible = static_cast<uint64_t>((pos + 1) / blocks_[b].ratio);
+    uint64_t keys = visible;
+    if (hp_.uses_candidates(b)) {
+        // The candidate pool (spec v41.md §3.6): every block while there are at most NB, else
+        // NB blocks of B entries, one of them the newest (possibly partial) block.
+        const uint64_t nb = hp_.v41.candidate_topk_blocks;
+        const uint64_t bs = hp_.v41.candidate_block_size;
+        if (visible > 0 && (visible + bs - 1) / bs > nb) {
+            keys = (nb - 1) * bs + (visible - 1) % bs + 1;
+        }
+    }
+    return keys > static_cast<uint64_t>(hp_.n_indexer_top_k) ? keys : 0;
+}
+
 uint64_t roofline::dense_bytes(int64_t pos) const {
-    const bool idx = indexer_active(pos);
     uint64_t n = global_;
+    if (hp_.is_v41()) {
+        for (uint32_t i = 0; i < blocks_.size(); ++i) {
+            const block_bytes& b = blocks_[i];
+            n += b.fixed;
+            if (scored_keys(i, pos) > 0) n += b.indexer_q;
+            if (b.mode == layer_mode::full && (pos + 1) % b.ratio == 0) n += b.on_emit;
+        }
+        return n;
+    }
+    const bool idx = indexer_active(pos);
     for (const block_bytes& b : blocks_) n += b.fixed + (b.ratio == 4 && idx ? b.indexer_q : 0);
     return n;
 }
@@ -91,6 +140,7 @@ uint64_t roofline::weight_bytes_nominal(int64_t pos) const {
 }
 
 kv_read_bytes roofline::kv_bytes(int64_t pos) const {
+    if (hp_.is_v41()) return kv_bytes_v41(pos);
     kv_read_bytes r;
     const uint64_t hd_row = static_cast<uint64_t>(hp_.n_head_dim) * kCacheElemBytes;
     const uint64_t id_row = static_cast<uint64_t>(hp_.n_indexer_head_dim) * kCacheElemBytes;
@@ -112,6 +162,26 @@ kv_read_bytes roofline::kv_bytes(int64_t pos) const {
         } else {
             r.comp += visible * hd_row;
         }
+    }
+    return r;
+}
+
+kv_read_bytes roofline::kv_bytes_v41(int64_t pos) const {
+    kv_read_bytes r;
+    const auto win_row = static_cast<uint64_t>(quant::window_row_bytes(hp_.n_head_dim));
+    const auto comp_row = static_cast<uint64_t>(quant::main_kv_row_bytes(hp_.n_head_dim));
+    const auto key_row = static_cast<uint64_t>(quant::index_key_row_bytes(hp_.n_indexer_head_dim));
+    const auto window = static_cast<uint64_t>(hp_.n_swa);
+    const auto top_k = static_cast<uint64_t>(hp_.n_indexer_top_k);
+    for (uint32_t b = 0; b < blocks_.size(); ++b) {
+        // Every layer (Reuse included) attends over its own window ring.
+        r.raw += std::min<uint64_t>(window, static_cast<uint64_t>(pos + 1)) * win_row;
+        const uint32_t ratio = blocks_[b].ratio;
+        if (ratio == 0) continue;
+        // The top-k list it attends: its own (Full, Reindex) or its index source's (Reuse).
+        const auto visible = static_cast<uint64_t>((pos + 1) / ratio);
+        r.comp += std::min(visible, top_k) * comp_row;
+        r.index += scored_keys(b, pos) * key_row;
     }
     return r;
 }

@@ -3,12 +3,15 @@
 //
 // Owns: which weights a decode step reads (every non-expert weight once, one row of the
 // embedding and of a hash-routing table, the routed experts the router selected, the indexer's
-// query projections only once the indexer runs) and which cache rows its attention reads (raw
-// window, visible compressed rows, indexer rows). Does not own: counting the selected experts
-// (the caller taps `moe_sel`) or timing.
+// query projections only once the indexer runs; for DeepSeek V4.1 also the Engram rows
+// gathered, the index-key projection only when a compressor group completes, and the per-mode
+// indexer of CSA2) and which cache rows its attention reads (V4: raw window, visible compressed
+// rows, indexer rows as FP32; V4.1: window rings of packed FP8 rows, the top-k packed
+// compressed rows and the packed index keys scored). Does not own: counting the selected
+// experts (the caller taps `moe_sel`) or timing.
 //
 // The figures are what the forward pass must stream at least once per token; they ignore
-// activations, scratch and the compressor frontiers (small, cache-resident).
+// activations, scratch and the compressor frontiers / pending rows (small, cache-resident).
 #pragma once
 
 #include <cstdint>
@@ -26,9 +29,9 @@ class reader;
 
 // Cache bytes one decode step reads, by kind (all layers, MTP block included).
 struct kv_read_bytes {
-    uint64_t raw = 0;    // raw sliding-window rows
+    uint64_t raw = 0;    // sliding-window rows (V4.1: the packed FP8 window-ring rows)
     uint64_t comp = 0;   // main compressed rows attended
-    uint64_t index = 0;  // indexer rows scored
+    uint64_t index = 0;  // indexer rows scored (V4.1: packed index keys)
     uint64_t total() const { return raw + comp + index; }
 };
 
@@ -39,6 +42,11 @@ struct block_bytes {
     uint64_t indexer_q = 0;  // indexer query projections: read only while the indexer scores
     uint64_t expert = 0;     // one routed expert: gate + up + down rows of one expert id
     uint64_t all_experts = 0;
+    // DeepSeek V4.1 only:
+    layer_mode mode = layer_mode::swa_only;
+    uint64_t on_emit = 0;  // Full layers: compressor norm + index-key projection and norm, read
+                           // when a compressor group completes ((p+1) mod r == 0)
+    uint64_t gather = 0;   // Engram layers: the table rows gathered per token (inside `fixed`)
 };
 
 class roofline {
@@ -52,8 +60,10 @@ class roofline {
     };
 
     // with_mtp: the MTP block is present and run on every evaluated token (the engine does).
+    // For V4.1 it must be false: sessions do not run the DSpark stages, which are not counted.
     roofline(const hparams& hp, const std::vector<tensor_bytes>& tensors, bool with_mtp);
-    // From a GGUF file (main file; the MTP block is taken from it when present).
+    // From a GGUF file (main file; the MTP block is taken from it when present; a V4.1 file's
+    // DSpark stages are left out).
     static roofline from_file(const gguf::reader& file);
 
     const hparams& hp() const { return hp_; }
@@ -65,8 +75,14 @@ class roofline {
     // the layer count (the part a per-layer projection must subtract).
     uint64_t global_bytes() const { return global_; }
     // Whether the indexer of a ratio-4 layer scores at position pos (more compressed rows
-    // visible than its top-k budget).
+    // visible than its top-k budget). DeepSeek V4 only.
     bool indexer_active(int64_t pos) const;
+    // DeepSeek V4.1: index keys backbone block b scores at position pos, 0 when it does not
+    // score: for an index source (Full or Reindex layer) the keys it may pick from -- every
+    // visible entry, or for a layer masked by candidate blocks only the entries in the pool --
+    // when they outnumber the top-k budget (below that every one is picked, whatever the
+    // scores).
+    uint64_t scored_keys(uint32_t b, int64_t pos) const;
     // Non-expert weight bytes of a decode step at position pos (all blocks and the globals).
     uint64_t dense_bytes(int64_t pos) const;
     // Weight bytes of a decode step at pos that selected n_distinct[b] experts in block b
@@ -74,12 +90,15 @@ class roofline {
     uint64_t weight_bytes(int64_t pos, const std::vector<uint32_t>& n_distinct) const;
     // Same with exactly n_expert_used distinct experts per block (no repeats).
     uint64_t weight_bytes_nominal(int64_t pos) const;
-    // Cache bytes the attention of a decode step at position pos reads (FP32 cache rows).
+    // Cache bytes the attention of a decode step at position pos reads (V4: FP32 cache rows;
+    // V4.1: the packed rows of spec v41.md §5.4).
     kv_read_bytes kv_bytes(int64_t pos) const;
     // Everything in the files (for reference: what a dense read of the model would be).
     uint64_t file_weight_bytes() const { return file_bytes_; }
 
   private:
+    kv_read_bytes kv_bytes_v41(int64_t pos) const;
+
     hparams hp_;
     bool with_mtp_ = false;
     std::vector<block_bytes> blocks_;

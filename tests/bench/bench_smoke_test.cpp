@@ -1,7 +1,8 @@
 // `magnetar bench` (the model walk) on the tiny model with tiny frontiers: the CSV columns and
 // values (monotone frontiers, positive rates and byte counts), the SVG chart (well-formed XML
 // with both series, axes and legend), the projection columns, the chat input and --step-mul,
-// and the sub-commands that share the `bench` name. Label `slow`: it runs the whole engine.
+// the sub-commands that share the `bench` name, and a DeepSeek V4.1 file (v41-tiny with the
+// DeepSeek tokenizer) walked with the V4.1 byte model. Label `slow`: it runs the whole engine.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -16,6 +17,7 @@
 #include "gen-model/gen_model.h"
 #include "support/fixture_cache.h"
 #include "support/test_support.h"
+#include "support/tiny_models.h"
 
 namespace magnetar {
 namespace {
@@ -245,6 +247,41 @@ TEST(BenchSmoke, ChatInputGeometricSteps) {
     EXPECT_EQ(rows[1].at("ctx_tokens"), 100);
     EXPECT_EQ(rows[2].at("ctx_tokens"), 200);
     EXPECT_EQ(rows[2].at("prefill_tokens"), 100);
+}
+
+TEST(BenchSmoke, V41Walk) {
+    // v41-tiny at the DeepSeek vocabulary with its tokenizer (the walk's input is text).
+    const std::string& model = test::tiny_model_with_tokenizer("v41-tiny", "lossless");
+    if (model.empty()) GTEST_SKIP() << "tokenizer.json not installed (scripts/setup.sh)";
+    const run_out r = run_bench("-m " + model + " -t 2 --prompt-file " + text_file() +
+                                " --ctx-start 16 --ctx-max 48 --step-incr 16 --gen-tokens 3"
+                                " --read-mb 64");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::vector<std::string> header;
+    const csv_table rows = parse_csv(r.out, &header);
+    EXPECT_EQ(header, kColumns);
+    ASSERT_EQ(rows.size(), 3u) << r.out;  // 16, 32, 48
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const auto& row = rows[i];
+        EXPECT_EQ(row.at("ctx_tokens"), 16.0 * static_cast<double>(i + 1));
+        for (const char* c : {"prefill_tps", "gen_tps", "kvcache_bytes", "weight_bytes_per_token",
+                              "kv_bytes_per_token", "achieved_gbs", "roofline_ratio"}) {
+            EXPECT_GT(row.at(c), 0.0) << c << " at row " << i;
+        }
+        // v41-tiny's packed KV read per decode step (tests/model/roofline_test.cpp), positions
+        // 16 .. 50: full windows (8 layers x 8 rows x 66 B) and top-4 lists (7 layers x 4 rows x
+        // 36 B), plus at most 25 + 25 + 51 + 8 scored keys of 34 B.
+        EXPECT_GE(row.at("kv_bytes_per_token"), 4224.0 + 1008.0);
+        EXPECT_LE(row.at("kv_bytes_per_token"), 4224.0 + 1008.0 + 109.0 * 34);
+        if (i > 0) {
+            EXPECT_GE(row.at("kv_bytes_per_token"), rows[i - 1].at("kv_bytes_per_token"));
+        }
+        // Weights: at least the BF16 head (256 x 129280 x 2 B), less than the whole file (the
+        // embedding, Engram tables, unselected experts and DSpark stages are not all read).
+        EXPECT_GE(row.at("weight_bytes_per_token"), 256.0 * 129280 * 2);
+        EXPECT_LT(row.at("weight_bytes_per_token"),
+                  static_cast<double>(std::filesystem::file_size(model)));
+    }
 }
 
 TEST(BenchSmoke, SubcommandsAndErrors) {

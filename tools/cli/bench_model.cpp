@@ -304,16 +304,14 @@ int run_model_bench(const model_bench_args& a) {
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
     const model_info& info = engine->info();
-    if (info.arch == "deepseek41") {
-        // model/roofline counts V4 weights and FP32 cache rows; V4.1's packed rows, Engram
-        // lookups and CSA2 reads are not modelled, so its byte columns would be wrong.
-        throw std::runtime_error(eo.model_path + ": the bench model walk's roofline accounting "
-                                 "covers DeepSeek V4 only; time DeepSeek V4.1 files with `bench "
-                                 "kv`, `run --tokens` or `eval-logits`");
+    if (!info.has_tokenizer) {
+        throw std::runtime_error(eo.model_path + ": the model has no tokenizer, and the walk's "
+                                 "input is text; time a file without one with `bench kv`, `run "
+                                 "--tokens` or `eval-logits`");
     }
-    if (!info.has_tokenizer) throw std::runtime_error(eo.model_path + ": the model has no tokenizer");
 
-    // Byte accounting from the model file's tensor directory (mapped again, lazily).
+    // Byte accounting from the model file's tensor directory (mapped again, lazily): V4 and V4.1
+    // (packed rows, Engram gathers, CSA2 modes) alike.
     const auto file = gguf::reader::open(eo.model_path);
     const roofline rl = roofline::from_file(*file);
     const uint32_t n_blocks = static_cast<uint32_t>(rl.blocks().size());
