@@ -193,8 +193,9 @@ void read_impl(backend::backend& be, const hparams& hp, cache41& c, const byte_s
         }
     }
 
-    // Every field is consistent: load the state.
-    c.clear();
+    // Every field is consistent: load the state. Rows past what the payload brings are never
+    // read (cache41::clear_small), so only the small state is reset.
+    c.clear_small();
     c.runtime().published_index_k = slot;
     c.engram_history().assign(hist.begin(), hist.end());  // keeps the reserved capacity
     const int64_t w = window_rows_of(hp, n);
@@ -295,7 +296,7 @@ void read_payload41(backend::backend& be, const hparams& hp, cache41& c, const b
     try {
         read_impl(be, hp, c, source, size, tokens, logits);
     } catch (...) {
-        c.clear();
+        c.clear_small();
         throw;
     }
 }

@@ -396,7 +396,7 @@ TEST(V41Session, CliRunsTheModel) {
     rc = test::run_command(test::magnetar_bin() + " run -m " + v41_model() + " -p hello 2>&1", &out);
     EXPECT_NE(rc, 0);
     EXPECT_NE(out.find("tokenizer"), std::string::npos) << out;
-    // The model walk's byte accounting is V4 only: refused with a pointer to what works.
+    // The model walk needs a tokenizer too: the error points at what works without one.
     rc = test::run_command(test::magnetar_bin() + " bench -m " + v41_model() +
                                " --prompt-file " + tok_file + " 2>&1",
                            &out);
