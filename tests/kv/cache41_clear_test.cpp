@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "graph/forward41.h"
 #include "kv/cache41.h"
+#include "kv/v41_rig.h"
 #include "magnetar/engine.h"
 #include "model/forward_fixtures.h"
 #include "model/hparams.h"
@@ -64,43 +65,13 @@ void fill_garbage(backend::backend& be, kv::cache41& c) {
     c.runtime().published_index_k = 3;
 }
 
-struct rig {
-    std::unique_ptr<model> m;
-    std::unique_ptr<backend::cpu_backend> be;
-    void* buf = nullptr;
-    std::unique_ptr<arena> ar;
-    std::unique_ptr<graph::forward41> fwd;
-
-    rig() {
-        m = model::load(test::tiny_model("v41-tiny", "lossless"));
-        be = std::make_unique<backend::cpu_backend>(2, false, true);
-        be->reserve(graph::forward41_limits(m->hp(), kCtx));
-        const size_t bytes = graph::forward41_scratch_bytes(*m, kCtx, kMaxChunk, true, true);
-        buf = be->alloc_buffer(bytes);
-        ar = std::make_unique<arena>(buf, bytes);
-        fwd = std::make_unique<graph::forward41>(*m, *be);
-    }
-    ~rig() { be->free_buffer(buf); }
-    const hparams& hp() const { return m->hp(); }
+struct rig : test::v41_rig {
+    rig() : v41_rig("lossless", kCtx, kMaxChunk, true) {}
 
     // Logits of every position of [p0, p1), in chunks of `chunk`.
     std::vector<float> eval(kv::cache41& c, const std::vector<int32_t>& toks, int64_t p0,
                             int64_t p1, int64_t chunk, bool official = false) {
-        const size_t V = hp().n_vocab;
-        std::vector<float> out(static_cast<size_t>(p1 - p0) * V);
-        graph::chunk41_options o;
-        o.official_index_k = official;
-        for (int64_t p = p0; p < p1;) {
-            graph::chunk_request req;
-            req.p0 = p;
-            req.n = std::min(chunk, p1 - p);
-            req.tokens = toks.data() + p;
-            req.logits_all = true;
-            req.logits = out.data() + static_cast<size_t>(p - p0) * V;
-            fwd->run(req, c, *ar, nullptr, o);
-            p += req.n;
-        }
-        return out;
+        return v41_rig::eval(c, toks, p0, p1, chunk, official, true);
     }
 
     // A prefill of n tokens in chunks of 5, then `decode` single-token steps (with a DSpark

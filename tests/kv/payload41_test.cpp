@@ -19,6 +19,7 @@
 #include "core/rng.h"
 #include "graph/forward41.h"
 #include "kv/cache41.h"
+#include "kv/v41_rig.h"
 #include "kv/payload41.h"
 #include "model/forward_fixtures.h"
 #include "model/hparams.h"
@@ -39,46 +40,14 @@ std::vector<int32_t> tokens_of(int n) {
 }
 
 // The model, a CPU backend and scratch for any cache up to kMaxCtx tokens.
-struct rig {
-    std::unique_ptr<model> m;
-    std::unique_ptr<backend::cpu_backend> be;
-    void* buf = nullptr;
-    std::unique_ptr<arena> ar;
-    std::unique_ptr<graph::forward41> fwd;
-
-    explicit rig(const std::string& weights) {
-        m = model::load(test::tiny_model("v41-tiny", weights));
-        be = std::make_unique<backend::cpu_backend>(2, false, true);
-        be->reserve(graph::forward41_limits(m->hp(), kMaxCtx));
-        const size_t bytes = graph::forward41_scratch_bytes(*m, kMaxCtx, kMaxChunk, false, true);
-        buf = be->alloc_buffer(bytes);
-        ar = std::make_unique<arena>(buf, bytes);
-        fwd = std::make_unique<graph::forward41>(*m, *be);
-    }
-    ~rig() { be->free_buffer(buf); }
-    const hparams& hp() const { return m->hp(); }
+struct rig : test::v41_rig {
+    explicit rig(const std::string& weights) : v41_rig(weights, kMaxCtx, kMaxChunk, false) {}
 
     // Evaluates positions [p0, p1) in chunks of `chunk`; returns the logits after each chunk,
     // concatenated.
     std::vector<float> eval(kv::cache41& c, const std::vector<int32_t>& toks, int64_t p0,
                             int64_t p1, int64_t chunk, bool official = false) {
-        const size_t V = hp().n_vocab;
-        std::vector<float> out;
-        std::vector<float> row(V);
-        graph::chunk41_options o;
-        o.official_index_k = official;
-        for (int64_t p = p0; p < p1;) {
-            graph::chunk_request req;
-            req.p0 = p;
-            req.n = std::min(chunk, p1 - p);
-            req.tokens = toks.data() + p;
-            req.logits_last = true;
-            req.logits = row.data();
-            fwd->run(req, c, *ar, nullptr, o);
-            out.insert(out.end(), row.begin(), row.end());
-            p += req.n;
-        }
-        return out;
+        return v41_rig::eval(c, toks, p0, p1, chunk, official, false);
     }
 
     std::vector<uint8_t> save(const kv::cache41& c, const std::vector<int32_t>& toks, int64_t n,
