@@ -12,7 +12,7 @@
 #include "cli/cli_support.h"
 #include "magnetar/engine.h"
 #include "support/test_support.h"
-#include "support/tiny_models.h"
+#include "support/tiny_v41_engine.h"
 
 namespace magnetar {
 namespace {
@@ -20,26 +20,8 @@ namespace {
 using test::run_magnetar;
 using test::shell_quote;
 
-const std::string& v41_model() { return test::tiny_model_with_tokenizer("v41-tiny", "lossless"); }
-
-const Engine* v41_engine() {
-    static const std::unique_ptr<Engine> engine = []() -> std::unique_ptr<Engine> {
-        if (v41_model().empty()) return nullptr;
-        engine_options eo;
-        eo.model_path = v41_model();
-        eo.n_threads = 2;
-        std::unique_ptr<Engine> e;
-        const status st = Engine::load(eo, &e);
-        if (!st.ok()) throw std::runtime_error("load: " + st.message());
-        return e;
-    }();
-    return engine.get();
-}
-
-#define REQUIRE_V41_MODEL()                                                                \
-    do {                                                                                   \
-        if (!v41_engine()) GTEST_SKIP() << "tokenizer.json missing (scripts/setup.sh)";    \
-    } while (0)
+const std::string& v41_model() { return test::tiny_v41_model(); }
+const Engine* v41_engine() { return test::tiny_v41_engine(); }
 
 std::string bytes_of(const Engine& e, const std::vector<int32_t>& ids) {
     std::string s;
@@ -50,7 +32,7 @@ std::string bytes_of(const Engine& e, const std::vector<int32_t>& ids) {
 std::string model_arg() { return "-m " + shell_quote(v41_model()) + " -t 2 "; }
 
 TEST(V41Text, ModelCarriesTheDeepSeekTokenizer) {
-    REQUIRE_V41_MODEL();
+    MAGNETAR_REQUIRE_V41_MODEL();
     const Engine& e = *v41_engine();
     EXPECT_EQ(e.info().arch, "deepseek41");
     EXPECT_EQ(e.info().n_vocab, 129280u);
@@ -63,7 +45,7 @@ TEST(V41Text, ModelCarriesTheDeepSeekTokenizer) {
 }
 
 TEST(V41Text, RunGreedyEqualsSessionArgmax) {
-    REQUIRE_V41_MODEL();
+    MAGNETAR_REQUIRE_V41_MODEL();
     const Engine& e = *v41_engine();
     const auto r = run_magnetar("run " + model_arg() + "-p 'Tell me a story.' --temp 0 -n 8 -c 256");
     ASSERT_EQ(r.rc, 0) << r.err;
@@ -81,7 +63,7 @@ TEST(V41Text, RunGreedyEqualsSessionArgmax) {
 }
 
 TEST(V41Text, ChatTurnThroughAPipeEqualsRun) {
-    REQUIRE_V41_MODEL();
+    MAGNETAR_REQUIRE_V41_MODEL();
     const std::string flags = "-sys '' --nothink --temp 0 -n 8 -c 512";
     const auto run = run_magnetar("run " + model_arg() + "-p 'Hello there' " + flags);
     ASSERT_EQ(run.rc, 0) << run.err;

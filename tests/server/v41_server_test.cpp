@@ -16,7 +16,7 @@
 #include "magnetar/engine.h"
 #include "server/server.h"
 #include "support/test_support.h"
-#include "support/tiny_models.h"
+#include "support/tiny_v41_engine.h"
 
 namespace fs = std::filesystem;
 
@@ -25,26 +25,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-const std::string& v41_model() { return test::tiny_model_with_tokenizer("v41-tiny", "lossless"); }
-
-const Engine* v41_engine() {
-    static const std::unique_ptr<Engine> engine = []() -> std::unique_ptr<Engine> {
-        std::unique_ptr<Engine> e;
-        if (v41_model().empty()) return e;
-        engine_options eo;
-        eo.model_path = v41_model();
-        eo.n_threads = 2;
-        const status st = Engine::load(eo, &e);
-        EXPECT_TRUE(st.ok()) << st.message();
-        return e;
-    }();
-    return engine.get();
-}
-
-#define REQUIRE_V41_MODEL()                                                             \
-    do {                                                                                \
-        if (!v41_engine()) GTEST_SKIP() << "tokenizer.json missing (scripts/setup.sh)"; \
-    } while (0)
+const std::string& v41_model() { return test::tiny_v41_model(); }
+const Engine* v41_engine() { return test::tiny_v41_engine(); }
 
 constexpr int64_t kCtx = 1024;
 
@@ -92,7 +74,7 @@ std::string cli_greedy(const std::string& prompt, int n) {
 }
 
 TEST(V41Server, ChatCompletionEqualsCliAndStreamsTheSameText) {
-    REQUIRE_V41_MODEL();
+    MAGNETAR_REQUIRE_V41_MODEL();
     const std::string prompt = "Tell me a story.";
     server srv(*v41_engine(), base_options());
     ASSERT_TRUE(srv.start());
@@ -140,7 +122,7 @@ TEST(V41Server, ChatCompletionEqualsCliAndStreamsTheSameText) {
 }
 
 TEST(V41Server, SecondTurnReusesTheSession) {
-    REQUIRE_V41_MODEL();
+    MAGNETAR_REQUIRE_V41_MODEL();
     server srv(*v41_engine(), base_options());
     ASSERT_TRUE(srv.start());
     const json first = user("First question about the sea.");
@@ -180,7 +162,7 @@ server_options disk_options(const std::string& dir) {
 }
 
 TEST(V41Server, DiskCacheRestoresAConversationAfterARestart) {
-    REQUIRE_V41_MODEL();
+    MAGNETAR_REQUIRE_V41_MODEL();
     temp_dir dir("cache");
     std::string text;
     for (int i = 0; i < 60; ++i) text += "Record " + std::to_string(i) + ": the quick brown fox. ";
