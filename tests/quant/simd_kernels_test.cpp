@@ -17,6 +17,7 @@
 #include "quant/dequant.h"
 #include "quant/dot_ref.h"
 #include "quant/fp16.h"
+#include "quant/iq2_tables.h"
 #include "quant/quantize_act.h"
 #include "quant/random_fill.h"
 #include "quant/types.h"
@@ -485,6 +486,21 @@ TEST(SimdQ8Act, PoolDriverEqualsRowKernel) {
 // that share loads; every (row, token) accumulator sees the same operations as a lone vec_dot,
 // so tiles, remainders and row ranges must give vec_dot's bits exactly, and the reference dot
 // within float summation order.
+// The IQ2_XXS kernels' compile-time sign table: byte j of pattern i is -1 exactly where bit j of
+// iq2_ksign(i) is set (bit 7 the parity of the 7 stored bits), +1 elsewhere.
+TEST(SimdQ8Act, Iq2xxsSignBytesFollowKsign) {
+    for (uint32_t i = 0; i < 128; ++i) {
+        int negatives = 0;
+        for (int j = 0; j < 8; ++j) {
+            const auto b = static_cast<int8_t>((kIq2xxsSignBytes.v[i] >> (8 * j)) & 0xFF);
+            const bool neg = j < 7 ? ((i >> j) & 1) != 0 : ((iq2_ksign(i) >> 7) & 1) != 0;
+            EXPECT_EQ(b, neg ? -1 : 1) << "pattern " << i << " byte " << j;
+            negatives += b < 0;
+        }
+        EXPECT_EQ(negatives % 2, 0) << "pattern " << i;
+    }
+}
+
 TEST(SimdQ8Act, TilesEqualVecDotBitForBit) {
     for (isa_level l : simd_levels()) {
         for (ggml_type t : kTypes) {

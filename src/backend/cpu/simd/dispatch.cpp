@@ -161,13 +161,7 @@ const iq2_tables& iq2() {
         }
         for (uint32_t i = 0; i < 128; ++i) {
             const uint8_t s = iq2_ksign(i);
-            uint64_t bytes = 0;
-            for (int j = 0; j < 8; ++j) {
-                const bool neg = (s >> j) & 1;
-                t->sign_mask[i][j] = neg ? 0x80000000u : 0u;
-                bytes |= static_cast<uint64_t>(neg ? 0xFFu : 0x01u) << (8 * j);
-            }
-            t->sign_bytes[i] = bytes;
+            for (int j = 0; j < 8; ++j) t->sign_mask[i][j] = ((s >> j) & 1) ? 0x80000000u : 0u;
         }
         return t;
     }();

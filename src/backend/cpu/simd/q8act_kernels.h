@@ -414,7 +414,10 @@ inline float dot_q2_K(const void* w, const void* a, int64_t n) {
 // bytes of +-1) are loaded from L1-resident tables straight into 64-bit halves of a 128-bit
 // register (movq / movhps, no lane inserts); the signs go onto the activation bytes; the two
 // 16-element halves of a 32-element group are summed in int16 (at most 2 x 2 x 43 x 127) before
-// the one multiply by the group's scale.
+// the one multiply by the group's scale. The sign table is a compile-time constant (no
+// first-use guard per block). Decode (one token) unrolls the 8 groups and unpacks their scales
+// 2s + 1 once per block with SIMD (one byte shuffle per group); token tiles keep the loop and
+// the scalar scale, which measured faster there. Every path sums the same integers.
 struct k_iq2_xxs {
     static constexpr int64_t block_elems = QK_K;
     static constexpr size_t w_bytes = sizeof(block_iq2_xxs);
@@ -428,27 +431,57 @@ struct k_iq2_xxs {
         return _mm_castpd_si128(
             _mm_loadh_pd(_mm_castsi128_pd(lo), reinterpret_cast<const double*>(tab + i1)));
     }
+    // The scales 2s + 1 of the 8 groups as int16: groups 0, 1, 4, 5 in words 1, 3, 5, 7 of the
+    // low 128-bit lane, groups 2, 3, 6, 7 in the high lane (the 4-bit s is the top of each odd
+    // 32-bit word of qs).
+    static __m256i group_scales(const block_iq2_xxs* x) {
+        const __m256i a = _mm256_srli_epi32(load256(x->qs), 28);
+        const __m256i b = _mm256_srli_epi32(load256(x->qs + 16), 28);
+        const __m256i p = _mm256_packs_epi32(a, b);
+        return _mm256_or_si256(_mm256_add_epi16(p, p), _mm256_set1_epi16(1));
+    }
+    // Group ib (32 weights) against every token: sumi[t] += the group's products times ls.
+    template <int NT>
+    static void group(const block_iq2_xxs* x, const uint8_t* const* a, int ib, __m128i ls,
+                      __m128i (&sumi)[NT]) {
+        const uint64_t* grid = kIq2xxsGrid;
+        const uint64_t* sign = kIq2xxsSignBytes.v;
+        uint32_t aux[2];
+        std::memcpy(aux, x->qs + 4 * ib, sizeof(aux));
+        const __m128i g0 = pair(grid, aux[0] & 0xFF, (aux[0] >> 8) & 0xFF);
+        const __m128i g1 = pair(grid, (aux[0] >> 16) & 0xFF, aux[0] >> 24);
+        const __m128i s0 = pair(sign, aux[1] & 127, (aux[1] >> 7) & 127);
+        const __m128i s1 = pair(sign, (aux[1] >> 14) & 127, (aux[1] >> 21) & 127);
+        for (int t = 0; t < NT; ++t) {
+            const int8_t* q8 = reinterpret_cast<const block_q8_K*>(a[t])->qs + 32 * ib;
+            const __m128i p0 = _mm_maddubs_epi16(g0, _mm_sign_epi8(load128(q8), s0));
+            const __m128i p1 = _mm_maddubs_epi16(g1, _mm_sign_epi8(load128(q8 + 16), s1));
+            sumi[t] = _mm_add_epi32(sumi[t], _mm_madd_epi16(_mm_add_epi16(p0, p1), ls));
+        }
+    }
     template <int NR, int NT>
     static void block(const uint8_t* const* w, const uint8_t* const* a, acc (&s)[NR][NT]) {
-        const uint64_t* grid = kIq2xxsGrid;
-        const uint64_t* sign = detail::iq2().sign_bytes;
         for (int r = 0; r < NR; ++r) {
             const auto* x = reinterpret_cast<const block_iq2_xxs*>(w[r]);
             __m128i sumi[NT];
             for (int t = 0; t < NT; ++t) sumi[t] = _mm_setzero_si128();
-            for (int ib = 0; ib < 8; ++ib) {
-                uint32_t aux[2];
-                std::memcpy(aux, x->qs + 4 * ib, sizeof(aux));
-                const __m128i g0 = pair(grid, aux[0] & 0xFF, (aux[0] >> 8) & 0xFF);
-                const __m128i g1 = pair(grid, (aux[0] >> 16) & 0xFF, aux[0] >> 24);
-                const __m128i s0 = pair(sign, aux[1] & 127, (aux[1] >> 7) & 127);
-                const __m128i s1 = pair(sign, (aux[1] >> 14) & 127, (aux[1] >> 21) & 127);
-                const __m128i ls = _mm_set1_epi16(static_cast<int16_t>(2 * (aux[1] >> 28) + 1));
-                for (int t = 0; t < NT; ++t) {
-                    const int8_t* q8 = reinterpret_cast<const block_q8_K*>(a[t])->qs + 32 * ib;
-                    const __m128i p0 = _mm_maddubs_epi16(g0, _mm_sign_epi8(load128(q8), s0));
-                    const __m128i p1 = _mm_maddubs_epi16(g1, _mm_sign_epi8(load128(q8 + 16), s1));
-                    sumi[t] = _mm_add_epi32(sumi[t], _mm_madd_epi16(_mm_add_epi16(p0, p1), ls));
+            if constexpr (NT == 1) {
+                const __m256i sc = group_scales(x);
+                const __m128i sc_lo = _mm256_castsi256_si128(sc);
+                const __m128i sc_hi = _mm256_extracti128_si256(sc, 1);
+#pragma GCC unroll 8
+                for (int ib = 0; ib < 8; ++ib) {
+                    // Word 1 + 2 (ib & 1) + 4 (ib >> 2) of lane (ib >> 1) & 1 into every word.
+                    const int wd = 2 * (ib & 1) + 1 + 4 * (ib >> 2);
+                    const __m128i sel =
+                        _mm_set1_epi16(static_cast<int16_t>((2 * wd) | ((2 * wd + 1) << 8)));
+                    const __m128i ls = _mm_shuffle_epi8(((ib >> 1) & 1) ? sc_hi : sc_lo, sel);
+                    group<NT>(x, a, ib, ls, sumi);
+                }
+            } else {
+                for (int ib = 0; ib < 8; ++ib) {
+                    const uint32_t sc = static_cast<uint32_t>(x->qs[4 * ib + 3]) >> 12;
+                    group<NT>(x, a, ib, _mm_set1_epi16(static_cast<int16_t>(2 * sc + 1)), sumi);
                 }
             }
             const float d = 0.125f * h2f(x->d);

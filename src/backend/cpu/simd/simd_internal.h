@@ -54,13 +54,12 @@ const kernel_table* table_avx512();
 // The BF16 x BF16 dot with AVX512-BF16 instructions (null if not compiled).
 vec_dot_fn bf16_dot_avx512bf16();
 
-// IQ2_XXS tables in the forms the kernels load: grid entries as 8 floats (the magnitudes
-// 8, 25, 43), sign patterns as 8 float sign-bit masks (f32-activation family) and as 8 bytes
-// of +1 / -1 (q8-activation family). Built once, before first use.
+// IQ2_XXS tables of the f32-activation family: grid entries as 8 floats (the magnitudes 8, 25,
+// 43) and sign patterns as 8 float sign-bit masks. Built once, before first use. (The
+// q8-activation family loads kIq2xxsGrid and kIq2xxsSignBytes of quant/iq2_tables.h.)
 struct iq2_tables {
     alignas(64) float grid[256][8];
     alignas(64) uint32_t sign_mask[128][8];
-    alignas(64) uint64_t sign_bytes[128];
 };
 const iq2_tables& iq2();
 
