@@ -65,16 +65,6 @@ backend::rope41_params rope41_for(const hparams& hp, uint32_t ratio) {
     return r;
 }
 
-backend::hc_params hc41_for(const hparams& hp) {
-    backend::hc_params p;
-    p.n_hc = hp.n_hc;
-    p.n_embd = hp.n_embd;
-    p.norm_eps = hp.rms_eps;
-    p.hc_eps = hp.hc_eps;
-    p.sinkhorn_iters = hp.n_sinkhorn_iter;
-    return p;
-}
-
 // The three precision classes of a linear (v41 §0.2, §4.6); outputs [n, w.ne[1]].
 // FP8-linear / FP4-linear: the input's block-32 FP8 QDQ, fp32 accumulation, bf16 output.
 tensor fp8_linear(const ctx41& c, const weight& w, const tensor& x) {
@@ -422,7 +412,7 @@ void block41(ctx41& c, const v41_block_weights& lw, const tensor& x, const tenso
              const tensor& pi) {
     const hparams& hp = c.hp;
     const size_t mark = c.ar.mark();
-    const backend::hc_params hcp = hc41_for(hp);
+    const backend::hc_params hcp = hc_for(hp);
     const int64_t nh = hp.n_hc;
     const int64_t D = hp.n_embd;
     tensor pre_a = c.ar.alloc_f32(nh, c.n);
@@ -558,7 +548,7 @@ chunk_result forward41::run(const chunk_request& req, kv::cache41& cache, arena&
             const auto it = std::find(targets.begin(), targets.end(), lw.il);
             if (it != targets.end()) {
                 const int64_t k = it - targets.begin();
-                be_.hc41_collapse(hc41_for(hp), x, mean_w, view_cols(taps, k * D, D));
+                be_.hc41_collapse(hc_for(hp), x, mean_w, view_cols(taps, k * D, D));
             }
         }
         block41(c, lw, x, t, pi);
@@ -571,7 +561,7 @@ chunk_result forward41::run(const chunk_request& req, kv::cache41& cache, arena&
         const int64_t r0 = req.logits_all ? 0 : req.n - 1;
         const int64_t rows = req.n - r0;
         tensor h = ar.alloc_f32(D, rows);
-        be_.hc41_collapse(hc41_for(hp), view_rows(x, r0, rows), view_rows(pi, r0, rows), h);
+        be_.hc41_collapse(hc_for(hp), view_rows(x, r0, rows), view_rows(pi, r0, rows), h);
         rms_norm_bf16(c, h, w.output_norm);
         c.tap(h, "result_norm");
         tensor logits = f32_linear(c, w.output, h);
@@ -625,7 +615,7 @@ draft41 forward41::draft(int64_t last_pos, int32_t token, kv::cache41& cache, ar
     c.prefix = "dspark.";
     const v41_block_weights& last = w.v41->dspark.back();
     tensor h = ar.alloc_f32(D, bd);
-    be_.hc41_collapse(hc41_for(hp), x, pi, h);
+    be_.hc41_collapse(hc_for(hp), x, pi, h);
     c.tap(h, "h");
     tensor hn = ar.alloc_f32(D, bd);
     be_.copy(h, hn);
