@@ -106,6 +106,7 @@ uint32_t hparams::count_layers_with_ratio(uint32_t ratio) const {
 }
 
 void hparams::validate() const {
+    validate_shared();
     if (is_v41()) {
         validate_v41();
     } else {
@@ -113,7 +114,8 @@ void hparams::validate() const {
     }
 }
 
-void hparams::validate_v4() const {
+// The checks both architectures share, before their own.
+void hparams::validate_shared() const {
     auto fail = [&](const char* field, const std::string& what) {
         throw Error(strfmt("hyper-parameter %s.%s: %s", arch.c_str(), field, what.c_str()));
     };
@@ -139,6 +141,15 @@ void hparams::validate_v4() const {
     if (n_value_dim != n_head_dim) {
         fail("attention.value_length", strfmt("expected %u (= key_length: keys and values share one latent), got %u", n_head_dim, n_value_dim));
     }
+}
+
+void hparams::validate_v4() const {
+    auto fail = [&](const char* field, const std::string& what) {
+        throw Error(strfmt("hyper-parameter %s.%s: %s", arch.c_str(), field, what.c_str()));
+    };
+    auto positive = [&](const char* field, uint64_t v) {
+        if (v == 0) fail(field, "must be > 0, got 0");
+    };
     if (n_rot % 2 != 0 || n_rot > n_head_dim) {
         fail("rope.dimension_count", strfmt("expected an even value <= key_length %u, got %u", n_head_dim, n_rot));
     }

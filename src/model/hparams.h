@@ -178,6 +178,7 @@ struct hparams {
     void validate() const;
 
 private:
+    void validate_shared() const;
     void validate_v4() const;
     void validate_v41() const;
 };

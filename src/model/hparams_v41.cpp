@@ -407,25 +407,6 @@ void hparams::validate_v41() const {
     auto mult32 = [&](const char* field, const char* what, uint64_t v) {
         if (v % 32 != 0) fail(field, strfmt("%s = %llu must be a multiple of 32 (FP8/FP4 blocks of 32, C6)", what, static_cast<unsigned long long>(v)));
     };
-    positive("block_count", n_layer);
-    positive("embedding_length", n_embd);
-    positive("vocab_size", n_vocab);
-    positive("attention.head_count", n_head);
-    positive("attention.key_length", n_head_dim);
-    positive("rope.dimension_count", n_rot);
-    positive("attention.q_lora_rank", n_q_lora);
-    positive("attention.output_lora_rank", n_o_lora);
-    positive("attention.output_group_count", n_o_group);
-    positive("expert_count", n_expert);
-    positive("expert_used_count", n_expert_used);
-    positive("expert_feed_forward_length", n_ff_exp);
-    positive("attention.sliding_window", n_swa);
-    positive("hyper_connection.count", n_hc);
-    positive("hyper_connection.sinkhorn_iterations", n_sinkhorn_iter);
-    if (n_head_kv != 1) fail("attention.head_count_kv", strfmt("expected 1 (one shared KV latent), got %u", n_head_kv));
-    if (n_value_dim != n_head_dim) {
-        fail("attention.value_length", strfmt("expected %u (= key_length: keys and values share one latent), got %u", n_head_dim, n_value_dim));
-    }
     if (n_head % n_o_group != 0) fail("attention.output_group_count", strfmt("must divide head_count %u, got %u (C6)", n_head, n_o_group));
     if (n_expert_used > n_expert) fail("expert_used_count", strfmt("must be <= expert_count %u, got %u", n_expert, n_expert_used));
     if (n_expert_shared != 1) fail("expert_shared_count", strfmt("expected 1, got %u", n_expert_shared));
