@@ -35,6 +35,14 @@ struct kv_read_bytes {
     uint64_t total() const { return raw + comp + index; }
 };
 
+// Cache rows one decode step's attention reads, by kind (all layers, MTP block included): the
+// row counts behind kv_read_bytes.
+struct kv_read_rows {
+    uint64_t raw = 0;    // window rows attended
+    uint64_t comp = 0;   // compressed rows attended
+    uint64_t index = 0;  // index keys scored
+};
+
 // Bytes of one block (main layer or MTP block) that a decode step reads.
 struct block_bytes {
     uint32_t ratio = 0;
@@ -47,6 +55,14 @@ struct block_bytes {
     uint64_t on_emit = 0;  // Full layers: compressor norm + index-key projection and norm, read
                            // when a compressor group completes ((p+1) mod r == 0)
     uint64_t gather = 0;   // Engram layers: the table rows gathered per token (inside `fixed`)
+    // Multiply-adds per evaluated token in the matrices counted above (a matrix's elements,
+    // each applied once to the token's activations; norms, biases, sinks, position embeddings
+    // and gathered rows are not products and do not count): always, while the indexer scores,
+    // per routed expert, and when a V4.1 compressor group completes.
+    uint64_t fixed_macs = 0;
+    uint64_t indexer_q_macs = 0;
+    uint64_t expert_macs = 0;
+    uint64_t on_emit_macs = 0;
 };
 
 class roofline {
@@ -93,11 +109,24 @@ class roofline {
     // Cache bytes the attention of a decode step at position pos reads (V4: FP32 cache rows;
     // V4.1: the packed rows of spec v41.md §5.4).
     kv_read_bytes kv_bytes(int64_t pos) const;
+    // The rows behind kv_bytes(pos).
+    kv_read_rows kv_rows(int64_t pos) const;
+    // Multiply-adds of the attention of one token at position pos: scores and weighted sum over
+    // every row attended (2 x heads x head dim per row) and the indexer's scores over the keys
+    // it scores (indexer heads x indexer head dim per key).
+    uint64_t attention_macs(int64_t pos) const;
+    // Floating-point operations (2 per multiply-add) of evaluating the token at position pos
+    // inside a prefill: every block's matrices with n_expert_used routed experts, the indexer's
+    // query projections while it scores, the V4.1 emit-only matrices when the token completes
+    // a group, and attention_macs(pos). The head and the output HC collapse are not counted:
+    // a prefill runs them for one row per sync, not per token. Element-wise work (norms, HC
+    // Sinkhorn, activations, RoPE) is left out, so this is a lower bound of the arithmetic.
+    double prefill_flops(int64_t pos) const;
     // Everything in the files (for reference: what a dense read of the model would be).
     uint64_t file_weight_bytes() const { return file_bytes_; }
 
   private:
-    kv_read_bytes kv_bytes_v41(int64_t pos) const;
+    kv_read_rows kv_rows_v41(int64_t pos) const;
 
     hparams hp_;
     bool with_mtp_ = false;

@@ -250,6 +250,81 @@ TEST(Roofline, FlashKvBytesByHand) {
     EXPECT_EQ(k.index, 21ull * 8192 * irow);
 }
 
+// Multiply-adds by hand at the Flash shape (D = 4096, q rank 1024, 64 heads of 512, 8 output
+// groups of rank 1024, HC 4 x 4096 -> 24 mixers, 256 experts of 2048, indexer 64 heads of 128):
+// every block has the HC mixers (2 x 16384 x 24), q_a (4096 x 1024), q_b (1024 x 32768), kv
+// (4096 x 512), wo_a (4096 x 8192), wo_b (8192 x 4096), the router (4096 x 256) and the shared
+// expert (3 x 4096 x 2048); ratio-4 blocks add the compressor (kv + gate, 2 x 4096 x 1024) and
+// the indexer's compressor (2 x 4096 x 256), ratio-128 blocks their compressor (2 x 4096 x
+// 512). Attention: 2 x 64 x 512 per row attended, 64 x 128 per indexer row scored.
+TEST(Roofline, FlashPrefillFlopsByHand) {
+    const hparams hp = preset_flash();
+    const roofline rl(hp, f32_directory(hp, false), false);
+    ASSERT_EQ(hp.compress_ratio(0), 0u);
+    ASSERT_EQ(hp.compress_ratio(2), 4u);
+    ASSERT_EQ(hp.compress_ratio(3), 128u);
+    const uint64_t common = 2ull * 16384 * 24 + 4096ull * 1024 + 1024ull * 32768 + 4096ull * 512 +
+                            4096ull * 8192 + 8192ull * 4096 + 4096ull * 256 + 3ull * 4096 * 2048;
+    EXPECT_EQ(rl.blocks()[0].fixed_macs, common);
+    EXPECT_EQ(rl.blocks()[2].fixed_macs, common + 2ull * 4096 * 1024 + 2ull * 4096 * 256);
+    EXPECT_EQ(rl.blocks()[3].fixed_macs, common + 2ull * 4096 * 512);
+    const uint64_t idx_q = 1024ull * 8192 + 4096ull * 64;
+    const uint64_t expert = 3ull * 4096 * 2048;
+    for (uint32_t b = 0; b < hp.n_layer; ++b) {
+        EXPECT_EQ(rl.blocks()[b].expert_macs, expert) << b;
+        EXPECT_EQ(rl.blocks()[b].indexer_q_macs, hp.compress_ratio(b) == 4 ? idx_q : 0u) << b;
+    }
+
+    // Rows attended as in FlashKvBytesByHand; the indexer scores from position 2051 on.
+    const uint64_t per_row = 2ull * 64 * 512;
+    EXPECT_EQ(rl.attention_macs(2047), (43ull * 128 + 21ull * 512 + 20ull * 16) * per_row);
+    EXPECT_EQ(rl.attention_macs(4095),
+              (43ull * 128 + 21ull * 512 + 20ull * 32) * per_row + 21ull * 1024 * 64 * 128);
+    EXPECT_EQ(rl.kv_rows(4095).index, 21ull * 1024);
+
+    uint64_t fixed = 0;
+    for (const block_bytes& b : rl.blocks()) fixed += b.fixed_macs;
+    EXPECT_EQ(rl.prefill_flops(2047),
+              2.0 * static_cast<double>(fixed + 43 * 6 * expert + rl.attention_macs(2047)));
+    EXPECT_EQ(rl.prefill_flops(4095), 2.0 * static_cast<double>(fixed + 43 * 6 * expert +
+                                                                21 * idx_q + rl.attention_macs(4095)));
+    // About 13 G multiply-adds per token without the head: the "13B active" of V4 Flash.
+    EXPECT_GT(rl.prefill_flops(2047), 2 * 11e9);
+    EXPECT_LT(rl.prefill_flops(2047), 2 * 14e9);
+}
+
+// v41-tiny multiply-adds by hand (see V41TinyWeightBytesByHand): a Reuse block's matrices are
+// the HC mixers (2 x 1024 x 24), q_a / q_b / kv (3 x 16384), wo_a (16384), wo_b (32768), the
+// router (256 x 8) and the shared expert (3 x 32768); the r = 1 Full block 4 adds its
+// compressor kv (16384); index sources score with 64 x 256 + 256 x 4, Full blocks emit with the
+// 64 x 64 key projection.
+TEST(Roofline, V41TinyMacsByHand) {
+    const hparams hp = preset_v41_tiny();
+    const roofline rl(hp, v41_directory(hp, true), false);
+    const uint64_t common = 2ull * 1024 * 24 + 3ull * 16384 + 16384 + 32768 + 2048 + 3ull * 32768;
+    EXPECT_EQ(rl.blocks()[2].fixed_macs, common);
+    EXPECT_EQ(rl.blocks()[4].fixed_macs, common + 16384);
+    for (uint32_t b = 0; b < 8; ++b) {
+        const bool index_source = b == 1 || b == 3 || b == 4 || b == 6;
+        const bool full = b == 1 || b == 3 || b == 4;
+        EXPECT_EQ(rl.blocks()[b].indexer_q_macs, index_source ? 64u * 256 + 256 * 4 : 0u) << b;
+        EXPECT_EQ(rl.blocks()[b].on_emit_macs, full ? 4096u : 0u) << b;
+        EXPECT_EQ(rl.blocks()[b].expert_macs, 3u * 256 * 128) << b;
+    }
+    // Position 1 completes the ratio-2 groups of blocks 1 and 3 (and every r = 1 group of 4);
+    // position 2 completes only block 4's; nothing scores at either (K = 4).
+    EXPECT_EQ(rl.prefill_flops(1) - rl.prefill_flops(2),
+              2.0 * static_cast<double>(2 * 4096 + rl.attention_macs(1)) -
+                  2.0 * static_cast<double>(rl.attention_macs(2)));
+    // The attention's rows are the packed rows of kv_bytes.
+    for (int64_t pos : {0, 6, 9, 40}) {
+        const kv_read_rows n = rl.kv_rows(pos);
+        EXPECT_EQ(rl.attention_macs(pos), (n.raw + n.comp) * 2 * hp.n_head * hp.n_head_dim +
+                                              n.index * hp.n_indexer_head * hp.n_indexer_head_dim)
+            << pos;
+    }
+}
+
 TEST(Roofline, WeightBytesFromDirectory) {
     const hparams hp = preset_tiny();
     const auto dir = f32_directory(hp, false);
