@@ -137,7 +137,8 @@ bool well_formed_xml(const std::string& s, std::string* why) {
 const std::vector<std::string> kColumns = {
     "ctx_tokens",        "prefill_tokens",         "prefill_tps",        "gen_tokens",
     "gen_tps",           "kvcache_bytes",          "weight_bytes_per_token", "kv_bytes_per_token",
-    "achieved_gbs",      "read_gbs",               "roofline_ratio"};
+    "achieved_gbs",      "read_gbs",               "roofline_ratio",     "prefill_gflops",
+    "dot_gops",          "prefill_dot_ratio"};
 
 TEST(BenchSmoke, WalkCsvSvgAndProjection) {
     const std::string svg = test::temp_dir() + "/chart.svg";
@@ -161,9 +162,13 @@ TEST(BenchSmoke, WalkCsvSvgAndProjection) {
         EXPECT_EQ(row.at("gen_tokens"), 4.0);
         for (const char* c : {"prefill_tps", "gen_tps", "kvcache_bytes", "weight_bytes_per_token",
                               "kv_bytes_per_token", "achieved_gbs", "read_gbs", "roofline_ratio",
+                              "prefill_gflops", "dot_gops", "prefill_dot_ratio",
                               "proj_prefill_tps", "proj_gen_tps"}) {
             EXPECT_GT(row.at(c), 0.0) << c << " at row " << i;
         }
+        // The ratio is the quotient of the two printed columns (3 decimals printed).
+        EXPECT_NEAR(row.at("prefill_dot_ratio"), row.at("prefill_gflops") / row.at("dot_gops"),
+                    0.0006 + 0.01 * row.at("prefill_dot_ratio"));
         if (i > 0) {
             EXPECT_GT(row.at("ctx_tokens"), rows[i - 1].at("ctx_tokens"));
             EXPECT_GT(row.at("kvcache_bytes"), rows[i - 1].at("kvcache_bytes"));
@@ -174,6 +179,7 @@ TEST(BenchSmoke, WalkCsvSvgAndProjection) {
         EXPECT_LT(row.at("proj_prefill_tps"), row.at("prefill_tps"));
     }
     EXPECT_NE(r.err.find("streaming read"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("dot throughput int8"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("projected to 43 layers"), std::string::npos) << r.err;
 
     std::ifstream f(svg);
@@ -265,7 +271,8 @@ TEST(BenchSmoke, V41Walk) {
         const auto& row = rows[i];
         EXPECT_EQ(row.at("ctx_tokens"), 16.0 * static_cast<double>(i + 1));
         for (const char* c : {"prefill_tps", "gen_tps", "kvcache_bytes", "weight_bytes_per_token",
-                              "kv_bytes_per_token", "achieved_gbs", "roofline_ratio"}) {
+                              "kv_bytes_per_token", "achieved_gbs", "roofline_ratio",
+                              "prefill_gflops", "prefill_dot_ratio"}) {
             EXPECT_GT(row.at(c), 0.0) << c << " at row " << i;
         }
         // v41-tiny's packed KV read per decode step (tests/model/roofline_test.cpp), positions

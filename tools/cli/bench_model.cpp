@@ -15,6 +15,7 @@
 
 #include "cli/bench_svg.h"
 #include "cli/common.h"
+#include "cli/dot_throughput.h"
 #include "cli/generation.h"
 #include "cli/read_bandwidth.h"
 #include "core/format.h"
@@ -117,10 +118,12 @@ struct frontier_row {
     uint64_t kvcache_bytes = 0;
     double weight_bytes = 0;  // per decoded token, averaged over the probe
     double kv_bytes = 0;      // per decoded token
+    double prefill_flops = 0; // of the interval's tokens (roofline::prefill_flops)
     double prefill_tps() const { return prefill_s > 0 ? prefill_tokens / prefill_s : 0; }
     double gen_tps() const { return gen_s > 0 ? gen_tokens / gen_s : 0; }
     // Weight + KV bytes streamed per second of generation.
     double achieved_gbs() const { return (weight_bytes + kv_bytes) * gen_tps() * 1e-9; }
+    double prefill_gflops() const { return prefill_s > 0 ? prefill_flops / prefill_s * 1e-9 : 0; }
     projection_output proj;
 };
 
@@ -324,6 +327,10 @@ int run_model_bench(const model_bench_args& a) {
     const read_bandwidth bw = measure_read_bandwidth(info.n_threads, a.read_mb << 20);
     std::fprintf(stderr, "bench: streaming read %.2f GB/s (median of %d passes over %s, best %.2f)\n",
                  bw.gbs, bw.passes, human_bytes(bw.bytes).c_str(), bw.best_gbs);
+    const dot_throughput dot = measure_dot_throughput(info.n_threads);
+    std::fprintf(stderr, "bench: dot throughput int8 %.1f GOP/s, f32 FMA %.1f GFLOP/s (median of "
+                 "%d passes, %d threads)\n",
+                 dot.int8_gops, dot.f32_gflops, dot.passes, dot.threads);
 
     session_options so;
     so.n_ctx = ctx_alloc;
@@ -342,7 +349,8 @@ int run_model_bench(const model_bench_args& a) {
     const bool projecting = a.project_layers > 0;
     std::fprintf(out,
                  "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,"
-                 "weight_bytes_per_token,kv_bytes_per_token,achieved_gbs,read_gbs,roofline_ratio%s\n",
+                 "weight_bytes_per_token,kv_bytes_per_token,achieved_gbs,read_gbs,roofline_ratio,"
+                 "prefill_gflops,dot_gops,prefill_dot_ratio%s\n",
                  projecting ? ",proj_prefill_tps,proj_gen_tps" : "");
     std::fflush(out);
 
@@ -369,6 +377,9 @@ int run_model_bench(const model_bench_args& a) {
         r.prefill_s = seconds_since(t0);
         r.prefill_tokens = sr.evaluated;
         r.kvcache_bytes = session->payload_size();
+        for (int64_t pos = ctx - sr.evaluated; pos < ctx; ++pos) {
+            r.prefill_flops += rl.prefill_flops(pos);
+        }
 
         // Snapshot (untimed), greedy probe (timed), restore (untimed).
         check(session->save_payload(&snapshot));
@@ -440,6 +451,8 @@ int run_model_bench(const model_bench_args& a) {
                      r.prefill_tps(), static_cast<long long>(r.gen_tokens), r.gen_tps(),
                      static_cast<unsigned long long>(r.kvcache_bytes), r.weight_bytes, r.kv_bytes,
                      r.achieved_gbs(), bw.gbs, bw.gbs > 0 ? r.achieved_gbs() / bw.gbs : 0.0);
+        std::fprintf(out, ",%.2f,%.2f,%.3f", r.prefill_gflops(), dot.int8_gops,
+                     dot.int8_gops > 0 ? r.prefill_gflops() / dot.int8_gops : 0.0);
         if (projecting) std::fprintf(out, ",%.2f,%.2f", r.proj.prefill_tps, r.proj.gen_tps);
         std::fprintf(out, "\n");
         std::fflush(out);
@@ -450,9 +463,11 @@ int run_model_bench(const model_bench_args& a) {
     // Summary on stderr.
     for (const frontier_row& r : rows) {
         std::fprintf(stderr,
-                     "bench: ctx %6lld  prefill %8.2f t/s  gen %7.2f t/s  %s weights + %s KV per "
-                     "token  %.2f GB/s = %.2f of read bandwidth\n",
-                     static_cast<long long>(r.ctx), r.prefill_tps(), r.gen_tps(),
+                     "bench: ctx %6lld  prefill %8.2f t/s = %.1f GFLOP/s = %.2f of int8 dot  gen "
+                     "%7.2f t/s  %s weights + %s KV per token  %.2f GB/s = %.2f of read "
+                     "bandwidth\n",
+                     static_cast<long long>(r.ctx), r.prefill_tps(), r.prefill_gflops(),
+                     dot.int8_gops > 0 ? r.prefill_gflops() / dot.int8_gops : 0.0, r.gen_tps(),
                      human_bytes(static_cast<uint64_t>(r.weight_bytes)).c_str(),
                      human_bytes(static_cast<uint64_t>(r.kv_bytes)).c_str(), r.achieved_gbs(),
                      bw.gbs > 0 ? r.achieved_gbs() / bw.gbs : 0.0);

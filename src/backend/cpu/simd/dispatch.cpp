@@ -363,4 +363,12 @@ uint64_t stream_sum(const void* data, size_t bytes) {
     return table_of(active_level()).stream_sum(data, bytes);
 }
 
+uint64_t peak_int8(uint64_t rounds, uint64_t* macs) {
+    return table_of(active_level()).peak_int8(rounds, macs);
+}
+
+uint64_t peak_f32(uint64_t rounds, uint64_t* macs) {
+    return table_of(active_level()).peak_f32(rounds, macs);
+}
+
 }  // namespace magnetar::cpu::simd

@@ -108,4 +108,13 @@ void q8_matmul(thread_pool& pool, const tensor& w, const tensor& x, const tensor
 // read that kernel bandwidth is compared with. bytes is a multiple of 256.
 uint64_t stream_sum(const void* data, size_t bytes);
 
+// Register-resident multiply-add loops at the active level: the arithmetic ceiling of one core
+// that prefill throughput is compared with. peak_int8 runs the u8 x s8 -> s32 dot of the
+// q8-activation kernels (AVX2: maddubs + madd pairs; AVX-512: VNNI dpbusd on 512-bit
+// registers; scalar: integer loops), peak_f32 fused multiply-adds on float vectors. Each runs
+// `rounds` rounds of independent accumulator chains, sets *macs to the multiply-adds done and
+// returns a value that depends on every accumulator.
+uint64_t peak_int8(uint64_t rounds, uint64_t* macs);
+uint64_t peak_f32(uint64_t rounds, uint64_t* macs);
+
 }  // namespace magnetar::cpu::simd

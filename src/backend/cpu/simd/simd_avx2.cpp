@@ -107,6 +107,48 @@ uint64_t stream_sum(const void* data, size_t bytes) {
            static_cast<uint64_t>(_mm_extract_epi64(h, 1));
 }
 
+// The q8-activation kernels' multiply-add pair (u8 x s8 -> s16 pairs, then s16 pairs -> s32)
+// on 8 independent chains: 32 multiply-adds per chain and round.
+uint64_t peak_int8(uint64_t rounds, uint64_t* macs) {
+    constexpr int kChains = 8;
+    __m256i acc[kChains];
+    __m256i s[kChains];
+    for (int k = 0; k < kChains; ++k) {
+        acc[k] = _mm256_setzero_si256();
+        s[k] = _mm256_set1_epi8(static_cast<char>(2 * k - 7));
+    }
+    __m256i u = _mm256_set1_epi8(3);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (uint64_t r = 0; r < rounds; ++r) {
+        asm volatile("" : "+x"(u));  // opaque: no hoisting or folding
+        for (int k = 0; k < kChains; ++k) {
+            acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s[k]), ones));
+        }
+    }
+    *macs = rounds * kChains * 32;
+    __m256i t = acc[0];
+    for (int k = 1; k < kChains; ++k) t = _mm256_xor_si256(_mm256_slli_epi32(t, 1), acc[k]);
+    return static_cast<uint64_t>(_mm256_extract_epi64(t, 0) ^ _mm256_extract_epi64(t, 3));
+}
+
+// Fused multiply-adds on 12 independent chains of 8 floats (enough to cover the FMA latency
+// times the FMA ports of current cores).
+uint64_t peak_f32(uint64_t rounds, uint64_t* macs) {
+    constexpr int kChains = 12;
+    __m256 acc[kChains];
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_ps(static_cast<float>(k));
+    __m256 x = _mm256_set1_ps(0.999f);
+    const __m256 y = _mm256_set1_ps(1e-3f);
+    for (uint64_t r = 0; r < rounds; ++r) {
+        asm volatile("" : "+x"(x));
+        for (int k = 0; k < kChains; ++k) acc[k] = _mm256_fmadd_ps(acc[k], x, y);
+    }
+    *macs = rounds * kChains * 8;
+    __m256 t = acc[0];
+    for (int k = 1; k < kChains; ++k) t = _mm256_add_ps(t, acc[k]);
+    return static_cast<uint64_t>(_mm256_extract_epi32(_mm256_castps_si256(t), 0));
+}
+
 }  // namespace magnetar::cpu::simd::avx2
 
 namespace magnetar::cpu::simd::detail {
@@ -119,6 +161,8 @@ const kernel_table& table_avx2() {
         avx2::fill_f32act<4, 4>(k);
         avx2::q8::fill(k);
         k.stream_sum = avx2::stream_sum;
+        k.peak_int8 = avx2::peak_int8;
+        k.peak_f32 = avx2::peak_f32;
         return k;
     }();
     return table;

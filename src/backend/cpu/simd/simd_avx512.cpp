@@ -97,6 +97,45 @@ uint64_t stream_sum(const void* data, size_t bytes) {
         _mm512_add_epi64(_mm512_add_epi64(a[0], a[1]), _mm512_add_epi64(a[2], a[3]))));
 }
 
+// VNNI dpbusd (u8 x s8 -> s32, four products per lane) on 512-bit registers, 8 independent
+// chains: 64 multiply-adds per chain and round. (The q8 kernels use the 256-bit form; the
+// 512-bit one is the machine's ceiling.)
+uint64_t peak_int8(uint64_t rounds, uint64_t* macs) {
+    constexpr int kChains = 8;
+    __m512i acc[kChains];
+    __m512i s[kChains];
+    for (int k = 0; k < kChains; ++k) {
+        acc[k] = _mm512_setzero_si512();
+        s[k] = _mm512_set1_epi8(static_cast<char>(2 * k - 7));
+    }
+    __m512i u = _mm512_set1_epi8(3);
+    for (uint64_t r = 0; r < rounds; ++r) {
+        asm volatile("" : "+v"(u));  // opaque: no hoisting or folding
+        for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], u, s[k]);
+    }
+    *macs = rounds * kChains * 64;
+    __m512i t = acc[0];
+    for (int k = 1; k < kChains; ++k) t = _mm512_xor_si512(_mm512_slli_epi32(t, 1), acc[k]);
+    return static_cast<uint64_t>(_mm512_reduce_add_epi64(t));
+}
+
+// Fused multiply-adds on 16 independent chains of 16 floats.
+uint64_t peak_f32(uint64_t rounds, uint64_t* macs) {
+    constexpr int kChains = 16;
+    __m512 acc[kChains];
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
+    __m512 x = _mm512_set1_ps(0.999f);
+    const __m512 y = _mm512_set1_ps(1e-3f);
+    for (uint64_t r = 0; r < rounds; ++r) {
+        asm volatile("" : "+v"(x));
+        for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], x, y);
+    }
+    *macs = rounds * kChains * 16;
+    __m512 t = acc[0];
+    for (int k = 1; k < kChains; ++k) t = _mm512_add_ps(t, acc[k]);
+    return static_cast<uint64_t>(_mm512_reduce_add_epi32(_mm512_castps_si512(t)));
+}
+
 }  // namespace magnetar::cpu::simd::avx512
 
 namespace magnetar::cpu::simd::detail {
@@ -108,6 +147,8 @@ const kernel_table* table_avx512() {
         avx512::fill_f32act<8, 4>(k);
         avx512::q8::fill(k);
         k.stream_sum = avx512::stream_sum;
+        k.peak_int8 = avx512::peak_int8;
+        k.peak_f32 = avx512::peak_f32;
         return k;
     }();
     return &table;

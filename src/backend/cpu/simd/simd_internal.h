@@ -45,7 +45,10 @@ struct kernel_table {
     void (*quantize_q8_0)(const float* x, void* dst, int64_t n) = nullptr;
     void (*quantize_q8_K)(const float* x, void* dst, int64_t n) = nullptr;
     uint64_t (*stream_sum)(const void* data, size_t bytes) = nullptr;
+    uint64_t (*peak_int8)(uint64_t rounds, uint64_t* macs) = nullptr;
+    uint64_t (*peak_f32)(uint64_t rounds, uint64_t* macs) = nullptr;
 };
+
 
 // Tables of the compiled levels (call only for levels the CPU supports).
 const kernel_table& table_scalar();

@@ -81,6 +81,39 @@ uint64_t stream_sum(const void* data, size_t bytes) {
     return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
 }
 
+// Eight independent int32 chains of u8 x s8 products, and eight float chains of
+// multiply-adds (what the compiler makes of plain loops at the base ISA).
+uint64_t peak_int8(uint64_t rounds, uint64_t* macs) {
+    int32_t acc[8] = {};
+    const int8_t s[8] = {-3, 5, -7, 9, -11, 13, -15, 17};
+    uint64_t u = 0x0807060504030201u;  // eight u8 operands
+    for (uint64_t r = 0; r < rounds; ++r) {
+        asm volatile("" : "+r"(u));  // opaque: no hoisting or folding
+        for (int k = 0; k < 8; ++k) {
+            acc[k] += static_cast<int32_t>((u >> (8 * k)) & 0xFF) * s[k];
+        }
+    }
+    *macs = 8 * rounds;
+    uint64_t h = 0;
+    for (int32_t a : acc) h = h * 31 + static_cast<uint32_t>(a);
+    return h;
+}
+
+uint64_t peak_f32(uint64_t rounds, uint64_t* macs) {
+    float acc[8] = {};
+    float x = 1.0f;
+    for (uint64_t r = 0; r < rounds; ++r) {
+        asm volatile("" : "+x"(x));
+        for (int k = 0; k < 8; ++k) acc[k] = acc[k] * 0.999f + x;
+    }
+    *macs = 8 * rounds;
+    float sum = 0;
+    for (float a : acc) sum += a;
+    uint32_t bits;
+    std::memcpy(&bits, &sum, sizeof(bits));
+    return bits;
+}
+
 }  // namespace
 
 const kernel_table& table_scalar() {
@@ -97,6 +130,8 @@ const kernel_table& table_scalar() {
         k.quantize_q8_0 = quantize_row_q8_0;
         k.quantize_q8_K = quantize_row_q8_K;
         k.stream_sum = stream_sum;
+        k.peak_int8 = peak_int8;
+        k.peak_f32 = peak_f32;
         return k;
     }();
     return table;
