@@ -1,5 +1,6 @@
 #include "core/thread_pool.h"
 
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
@@ -15,7 +16,20 @@ bool thread_pool::in_task() {
     return t_in_task;
 }
 
-thread_pool::thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+thread_pool::thread_pool(int n_threads, int spin_us)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), spin_us_(spin_us < 0 ? 0 : spin_us) {
     workers_.reserve(static_cast<size_t>(n_threads_ - 1));
     for (int i = 1; i < n_threads_; ++i) workers_.emplace_back(&thread_pool::worker_main, this, i);
 }
@@ -23,51 +37,82 @@ thread_pool::thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threa
 thread_pool::~thread_pool() {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        stop_ = true;
+        stop_.store(true);
     }
     start_cv_.notify_all();
     for (auto& w : workers_) w.join();
 }
 
-void thread_pool::run(int tasks, task_fn fn, void* ctx) {
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        fn_ = fn;
-        ctx_ = ctx;
-        tasks_ = tasks;
-        pending_ = tasks - 1;
-        ++generation_;
+template <typename Pred>
+bool thread_pool::spin_until(Pred&& ready) const {
+    if (spin_us_ == 0) return ready();
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::microseconds(spin_us_);
+    // A short burst of pauses (the usual gap between two loops of a forward pass is a few
+    // microseconds), then yields, so a thread that shares its core with others lets them run.
+    for (uint32_t i = 0;; ++i) {
+        if (ready()) return true;
+        if (i < 4096) {
+            cpu_relax();
+        } else {
+            std::this_thread::yield();
+        }
+        if ((i & 63) == 63 && clock::now() >= deadline) return ready();
     }
-    start_cv_.notify_all();
+}
+
+void thread_pool::run(int tasks, task_fn fn, void* ctx) {
+    fn_ = fn;
+    ctx_ = ctx;
+    pending_.store(tasks - 1, std::memory_order_relaxed);
+    const uint64_t generation = (epoch_.load(std::memory_order_relaxed) >> kTaskBits) + 1;
+    epoch_.store(generation << kTaskBits | static_cast<uint64_t>(tasks),
+                 std::memory_order_seq_cst);  // publishes the loop
+    if (workers_sleeping_.load(std::memory_order_seq_cst) > 0) {
+        // A sleeper is inside wait() or before its last check under the lock.
+        { std::lock_guard<std::mutex> lock(mu_); }
+        start_cv_.notify_all();
+    }
     t_in_task = true;
     fn(ctx, 0);
     t_in_task = false;
+    if (spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) return;
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return pending_ == 0; });
+    caller_sleeping_.store(true, std::memory_order_seq_cst);
+    if (pending_.load(std::memory_order_seq_cst) != 0) {
+        sleeps_.fetch_add(1, std::memory_order_relaxed);
+        done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_seq_cst) == 0; });
+    }
+    caller_sleeping_.store(false, std::memory_order_relaxed);
 }
 
 void thread_pool::worker_main(int id) {
-    uint64_t seen = 0;
+    uint64_t seen = 0;  // epoch of the last loop looked at
     t_in_task = true;
     for (;;) {
-        task_fn fn;
-        void* ctx;
-        {
+        auto changed = [&] {
+            return stop_.load(std::memory_order_seq_cst) ||
+                   epoch_.load(std::memory_order_seq_cst) != seen;
+        };
+        if (!spin_until(changed)) {
             std::unique_lock<std::mutex> lock(mu_);
-            start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
-            if (id >= tasks_) continue;
-            fn = fn_;
-            ctx = ctx_;
+            workers_sleeping_.fetch_add(1, std::memory_order_seq_cst);
+            if (!changed()) {
+                sleeps_.fetch_add(1, std::memory_order_relaxed);
+                start_cv_.wait(lock, changed);
+            }
+            workers_sleeping_.fetch_sub(1, std::memory_order_relaxed);
         }
-        fn(ctx, id);
-        bool last;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            last = --pending_ == 0;
+        if (stop_.load(std::memory_order_acquire)) return;
+        seen = epoch_.load(std::memory_order_acquire);
+        const int tasks = static_cast<int>(seen & ((uint64_t{1} << kTaskBits) - 1));
+        if (id >= tasks) continue;  // not counted in this loop: fn_ / ctx_ are not ours to read
+        fn_(ctx_, id);
+        if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+            caller_sleeping_.load(std::memory_order_seq_cst)) {
+            { std::lock_guard<std::mutex> lock(mu_); }
+            done_cv_.notify_one();
         }
-        if (last) done_cv_.notify_one();
     }
 }
 

@@ -6,6 +6,13 @@
 // whatever slice it lands in therefore give bit-identical results for any thread count.
 // Does not own: per-thread scratch (the caller indexes its own by the thread id).
 //
+// Hand-off: a forward pass is a long sequence of short parallel loops, so waking sleeping
+// workers through the kernel for each one (a futex wake and a context switch, tens of
+// microseconds) would cost as much as small loops themselves. Idle workers therefore poll for
+// the next loop for `spin_us` microseconds (pause, then yield so an oversubscribed machine
+// still progresses) before they sleep on a condition variable, and the caller polls for the
+// end of a loop the same way. Between tokens, or when the engine is idle, they sleep.
+//
 // One parallel_for runs at a time; calls from inside a task run inline on the calling thread.
 #pragma once
 
@@ -20,8 +27,11 @@ namespace magnetar {
 
 class thread_pool {
   public:
-    // n_threads >= 1 (1: everything runs on the caller).
-    explicit thread_pool(int n_threads);
+    // Microseconds an idle worker (or the waiting caller) polls before it sleeps.
+    static constexpr int kDefaultSpinUs = 200;
+
+    // n_threads >= 1 (1: everything runs on the caller). spin_us = 0: always sleep.
+    explicit thread_pool(int n_threads, int spin_us = kDefaultSpinUs);
     ~thread_pool();
     thread_pool(const thread_pool&) = delete;
     thread_pool& operator=(const thread_pool&) = delete;
@@ -59,23 +69,42 @@ class thread_pool {
     // Physical cores of this machine (distinct core ids), at least 1.
     static int physical_cores();
 
+    // Times a worker or the caller went to sleep on a condition variable since construction
+    // (the benchmark reports it per loop).
+    uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+    int spin_us() const { return spin_us_; }
+
   private:
     using task_fn = void (*)(void*, int);
     void run(int tasks, task_fn fn, void* ctx);
     void worker_main(int id);
     static bool in_task();
 
+    // Polls `ready` for up to spin_us_; true once it holds.
+    template <typename Pred>
+    bool spin_until(Pred&& ready) const;
+
     int n_threads_;
+    int spin_us_;
     std::vector<std::thread> workers_;
     std::mutex mu_;
     std::condition_variable start_cv_;
     std::condition_variable done_cv_;
-    uint64_t generation_ = 0;
-    bool stop_ = false;
+    // The loop being run: fn_ / ctx_ are written by run() before it publishes the loop in
+    // epoch_ (generation << kTaskBits | tasks, one atomic so a worker reads both together) and
+    // read only by the workers it counts in pending_; run() returns, and may start the next
+    // loop, only when they are done.
+    static constexpr int kTaskBits = 20;
     task_fn fn_ = nullptr;
     void* ctx_ = nullptr;
-    int tasks_ = 0;
-    int pending_ = 0;
+    std::atomic<uint64_t> epoch_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<bool> stop_{false};
+    // Sleepers announce themselves (sequentially consistent) before their last check, and the
+    // other side reads the flag after its own write, so no wake-up is lost.
+    std::atomic<int> workers_sleeping_{0};
+    std::atomic<bool> caller_sleeping_{false};
+    std::atomic<uint64_t> sleeps_{0};
 };
 
 }  // namespace magnetar
