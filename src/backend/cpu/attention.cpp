@@ -105,39 +105,67 @@ void cpu_backend::indexer_topk(const indexer_params& p, const tensor& qi, const 
     const int64_t nh = p.n_head;
     MAGNETAR_ASSERT(qi.ne[0] == nh * hd && wgt.ne[0] == nh && rows.ne[0] == hd && sel.ne[0] == K,
                     "indexer_topk: shapes");
+    // Score of compressed row s for token t: sum over heads of w_h * relu(q_h . k_s). Each
+    // score is computed by the same code whichever thread runs it.
+    auto score_rows = [&](int64_t t, int64_t s0, int64_t s1, float* score) {
+        const float* q = qi.f32_row(t);
+        const float* w = wgt.f32_row(t);
+        for (int64_t s = s0; s < s1; ++s) {
+            const float* k = rows.f32_row(s);
+            float acc = 0.0f;
+            for (int64_t h = 0; h < nh; ++h) {
+                const float dp = cpu::dot_f32(q + h * hd, k, hd);
+                acc += (w[h] * p.weight_scale) * std::max(dp, 0.0f);
+            }
+            score[s] = acc;
+        }
+    };
+    // The K best of n_vis scores (higher first, then lower index), written in ascending order.
+    auto select = [&](int64_t n_vis, float* score, int32_t* idx, int32_t* out) {
+        for (int64_t s = 0; s < n_vis; ++s) idx[s] = static_cast<int32_t>(s);
+        auto better = [&](int32_t a, int32_t b) {
+            return score[a] > score[b] || (score[a] == score[b] && a < b);
+        };
+        std::nth_element(idx, idx + (K - 1), idx + n_vis, better);
+        std::sort(idx, idx + K);
+        std::copy(idx, idx + K, out);
+    };
+    const int64_t n_tok = qi.n_rows();
+    if (n_tok < pool_.size()) {
+        // Decode (fewer tokens than threads): the rows of each token are scored by every thread
+        // (disjoint ranges into thread 0's scratch), then selected on the caller; the scoring
+        // grows with the context, and one thread alone would make long-context decode slower.
+        float* score = scratch(0);
+        auto* idx = reinterpret_cast<int32_t*>(score + (scratch_floats_ / 2));
+        for (int64_t t = 0; t < n_tok; ++t) {
+            const int64_t n_vis = (p.p0 + t + 1) / p.ratio;
+            if (n_vis <= K) {
+                std::fill_n(sel.i32_row(t), K, -1);
+                continue;
+            }
+            MAGNETAR_ASSERT(static_cast<size_t>(n_vis) <= scratch_floats_ / 2,
+                            "indexer scratch too small");
+            pool_.parallel_for(
+                n_vis, [&](int64_t s0, int64_t s1, int) { score_rows(t, s0, s1, score); }, 64);
+            select(n_vis, score, idx, sel.i32_row(t));
+        }
+        return;
+    }
     pool_.parallel_for(
-        qi.n_rows(),
+        n_tok,
         [&](int64_t t0, int64_t t1, int th) {
             float* score = scratch(th);
             auto* idx = reinterpret_cast<int32_t*>(score + (scratch_floats_ / 2));
             for (int64_t t = t0; t < t1; ++t) {
-                int32_t* out = sel.i32_row(t);
                 const int64_t n_vis = (p.p0 + t + 1) / p.ratio;
                 if (n_vis <= K) {
-                    std::fill_n(out, K, -1);
+                    std::fill_n(sel.i32_row(t), K, -1);
                     continue;
                 }
                 MAGNETAR_ASSERT(static_cast<size_t>(n_vis) <= scratch_floats_ / 2,
                                 "indexer scratch too small");
-                const float* q = qi.f32_row(t);
-                const float* w = wgt.f32_row(t);
-                for (int64_t s = 0; s < n_vis; ++s) {
-                    const float* k = rows.f32_row(s);
-                    float acc = 0.0f;
-                    for (int64_t h = 0; h < nh; ++h) {
-                        const float dp = cpu::dot_f32(q + h * hd, k, hd);
-                        acc += (w[h] * p.weight_scale) * std::max(dp, 0.0f);
-                    }
-                    score[s] = acc;
-                    idx[s] = static_cast<int32_t>(s);
-                }
-                // Strict total order: higher score first, then lower index.
-                auto better = [&](int32_t a, int32_t b) {
-                    return score[a] > score[b] || (score[a] == score[b] && a < b);
-                };
-                std::nth_element(idx, idx + (K - 1), idx + n_vis, better);
-                std::sort(idx, idx + K);
-                std::copy(idx, idx + K, out);
+                score_rows(t, 0, n_vis, score);
+                select(n_vis, score, idx, sel.i32_row(t));
             }
         },
         1);
