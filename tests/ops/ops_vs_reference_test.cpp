@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -343,6 +344,110 @@ TEST(OpsVsReference, IndexerTopk) {
         be().indexer_topk(p, t2(qi.v, qi.cols()), t2(wgt.v, p.n_head), t2(rows.v, p.head_dim),
                           t2i(sel, p.top_k));
         expect_match(*c, "sel", std::vector<float>(sel.begin(), sel.end()), c->at("sel").v);
+    }
+}
+
+// The two-query dot gives dot_f32's bits for each query, at every length (tails included).
+TEST(CpuKernels, DotX2EqualsTwoDots) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t n : {0, 1, 5, 15, 16, 17, 33, 128, 131, 512}) {
+        std::vector<float> a0(static_cast<size_t>(n)), a1(a0.size()), b(a0.size());
+        for (size_t i = 0; i < a0.size(); ++i) {
+            a0[i] = nd(rng);
+            a1[i] = nd(rng) * 1e3f;
+            b[i] = nd(rng);
+        }
+        float out[2];
+        cpu::dot_f32_x2(a0.data(), a1.data(), b.data(), n, out);
+        const float e0 = cpu::dot_f32(a0.data(), b.data(), n);
+        const float e1 = cpu::dot_f32(a1.data(), b.data(), n);
+        EXPECT_EQ(std::memcmp(&out[0], &e0, 4), 0) << n << ": " << out[0] << " vs " << e0;
+        EXPECT_EQ(std::memcmp(&out[1], &e1, 4), 0) << n << ": " << out[1] << " vs " << e1;
+    }
+}
+
+// A decode (one token, fewer than the backend's threads) splits the scoring of its rows across
+// the threads; a batch scores token by token. Both select the same rows, for an even and an odd
+// head count.
+TEST(CpuKernels, IndexerDecodeSplitEqualsBatch) {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (uint32_t heads : {4u, 5u}) {
+        backend::indexer_params p;
+        p.p0 = 1000;
+        p.top_k = 16;
+        p.n_head = heads;
+        p.head_dim = 32;
+        p.weight_scale = 0.1f;
+        const int64_t n_tok = 3, n_rows = (p.p0 + n_tok) / 4;
+        std::vector<float> qi(static_cast<size_t>(n_tok * heads * p.head_dim));
+        std::vector<float> wgt(static_cast<size_t>(n_tok * heads));
+        std::vector<float> rows(static_cast<size_t>(n_rows * p.head_dim));
+        for (float& v : qi) v = nd(rng);
+        for (float& v : wgt) v = nd(rng);
+        for (float& v : rows) v = nd(rng);
+        std::vector<int32_t> batch(static_cast<size_t>(n_tok * p.top_k), 7);
+        be().indexer_topk(p, t2(qi, heads * p.head_dim), t2(wgt, heads), t2(rows, p.head_dim),
+                          t2i(batch, p.top_k));
+        for (int64_t t = 0; t < n_tok; ++t) {
+            backend::indexer_params pt = p;
+            pt.p0 = p.p0 + t;
+            std::vector<float> q1(qi.begin() + t * heads * p.head_dim,
+                                  qi.begin() + (t + 1) * heads * p.head_dim);
+            std::vector<float> w1(wgt.begin() + t * heads, wgt.begin() + (t + 1) * heads);
+            std::vector<int32_t> one(p.top_k, 7);
+            be().indexer_topk(pt, t2(q1, heads * p.head_dim), t2(w1, heads),
+                              t2(rows, p.head_dim), t2i(one, p.top_k));
+            EXPECT_EQ(one, std::vector<int32_t>(batch.begin() + t * p.top_k,
+                                                batch.begin() + (t + 1) * p.top_k))
+                << heads << " heads, token " << t;
+        }
+    }
+}
+
+// Heads are computed in pairs sharing their key and value loads; every head's output is
+// bit-identical to the same head run alone (3 heads: one pair and one single; a head dim with a
+// dot tail).
+TEST(CpuKernels, AttentionHeadPairsEqualSingleHeads) {
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    backend::attention_params p;
+    p.p0 = 40;
+    p.n_head = 3;
+    p.head_dim = 40;
+    p.window = 8;
+    p.ratio = 4;
+    p.top_k = 4;
+    p.scale = 0.15f;
+    const int64_t n = 2, hd = p.head_dim, cap = 16, n_comp = (p.p0 + n) / 4;
+    auto randv = [&](size_t count) {
+        std::vector<float> v(count);
+        for (float& x : v) x = nd(rng);
+        return v;
+    };
+    std::vector<float> q = randv(static_cast<size_t>(n * 3 * hd)), kv = randv(n * hd),
+                       ring = randv(cap * hd), comp = randv(n_comp * hd), sinks = randv(3);
+    std::vector<int32_t> sel = {1, 3, 6, 9, 0, 2, 5, 10};
+    std::vector<float> out(q.size());
+    be().sparse_attention(p, t2(q, 3 * hd), t2(kv, hd), t2(ring, hd), t2(comp, hd),
+                          t2i(sel, p.top_k), t2(sinks, 3), t2(out, 3 * hd));
+    for (int64_t h = 0; h < 3; ++h) {
+        backend::attention_params p1 = p;
+        p1.n_head = 1;
+        std::vector<float> q1, s1 = {sinks[static_cast<size_t>(h)]};
+        for (int64_t t = 0; t < n; ++t) {
+            q1.insert(q1.end(), q.begin() + (t * 3 + h) * hd, q.begin() + (t * 3 + h + 1) * hd);
+        }
+        std::vector<float> o1(q1.size());
+        be().sparse_attention(p1, t2(q1, hd), t2(kv, hd), t2(ring, hd), t2(comp, hd),
+                              t2i(sel, p.top_k), t2(s1, 1), t2(o1, hd));
+        for (int64_t t = 0; t < n; ++t) {
+            EXPECT_EQ(std::memcmp(o1.data() + t * hd, out.data() + (t * 3 + h) * hd,
+                                  static_cast<size_t>(hd) * sizeof(float)),
+                      0)
+                << "head " << h << " token " << t;
+        }
     }
 }
 

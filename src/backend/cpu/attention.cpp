@@ -113,7 +113,14 @@ void cpu_backend::indexer_topk(const indexer_params& p, const tensor& qi, const 
         for (int64_t s = s0; s < s1; ++s) {
             const float* k = rows.f32_row(s);
             float acc = 0.0f;
-            for (int64_t h = 0; h < nh; ++h) {
+            int64_t h = 0;
+            for (; h + 2 <= nh; h += 2) {  // two heads per pass over the key, as dot_f32 each
+                float dp[2];
+                cpu::dot_f32_x2(q + h * hd, q + (h + 1) * hd, k, hd, dp);
+                acc += (w[h] * p.weight_scale) * std::max(dp[0], 0.0f);
+                acc += (w[h + 1] * p.weight_scale) * std::max(dp[1], 0.0f);
+            }
+            for (; h < nh; ++h) {
                 const float dp = cpu::dot_f32(q + h * hd, k, hd);
                 acc += (w[h] * p.weight_scale) * std::max(dp, 0.0f);
             }
@@ -181,15 +188,18 @@ void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, c
     MAGNETAR_ASSERT(q.ne[0] == H * hd && kv.ne[0] == hd && out.ne[0] == H * hd,
                     "sparse_attention: shapes");
     const float* sink = sinks.f32();
+    // Work units of two heads of one token: both heads read the same keys and values, so a
+    // pair shares every load (dot_f32_x2, one pass of the weighted sums). Each head's
+    // arithmetic is exactly what it is alone, so pairing changes no bit.
+    const int64_t HP = (H + 1) / 2;
     pool_.parallel_for(
-        n * H,
+        n * HP,
         [&](int64_t j0, int64_t j1, int th) {
             float* w = scratch(th);
             for (int64_t j = j0; j < j1; ++j) {
-                const int64_t t = j / H;
-                const int64_t h = j % H;
+                const int64_t t = j / HP;
+                const int64_t h0 = 2 * (j % HP);
                 const int64_t pos = p.p0 + t;
-                const float* qh = q.f32_row(t) + h * hd;
                 // Key list: raw window (ascending position) then compressed rows (ascending index).
                 auto raw_key = [&](int64_t kp) -> const float* {
                     return kp >= p.p0 ? kv.f32_row(kp - p.p0) : ring.f32_row(kp % cap);
@@ -205,32 +215,66 @@ void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, c
                         chosen = sel.i32_row(t);
                     }
                 }
-                auto comp_key = [&](int64_t c) -> const float* {
-                    return comp.f32_row(chosen ? chosen[c] : c);
+                auto key_at = [&](int64_t k) -> const float* {
+                    return k < n_raw ? raw_key(lo + k)
+                                     : comp.f32_row(chosen ? chosen[k - n_raw] : k - n_raw);
                 };
                 const int64_t n_keys = n_raw + n_comp;
+                const int64_t n_heads = std::min<int64_t>(2, H - h0);
+                // Both score rows side by side when the scratch holds them, else one head at a
+                // time (the same results).
+                const bool pair = n_heads == 2 && static_cast<size_t>(2 * n_keys) <= scratch_floats_;
                 MAGNETAR_ASSERT(static_cast<size_t>(n_keys) <= scratch_floats_,
                                 "attention scratch too small");
-                float mx = sink[h];
-                for (int64_t k = 0; k < n_keys; ++k) {
-                    const float* key = k < n_raw ? raw_key(lo + k) : comp_key(k - n_raw);
-                    w[k] = cpu::dot_f32(qh, key, hd) * p.scale;
-                    mx = std::max(mx, w[k]);
+                for (int64_t h = h0; h < h0 + n_heads; h += pair ? 2 : 1) {
+                    const int64_t m = pair ? 2 : 1;
+                    const float* qh[2] = {q.f32_row(t) + h * hd, q.f32_row(t) + (h + m - 1) * hd};
+                    float* wh[2] = {w, w + (m - 1) * n_keys};
+                    float mx[2] = {sink[h], sink[h + m - 1]};
+                    for (int64_t k = 0; k < n_keys; ++k) {
+                        const float* key = key_at(k);
+                        float d[2];
+                        if (m == 2) {
+                            cpu::dot_f32_x2(qh[0], qh[1], key, hd, d);
+                        } else {
+                            d[0] = cpu::dot_f32(qh[0], key, hd);
+                        }
+                        for (int64_t i = 0; i < m; ++i) {
+                            wh[i][k] = d[i] * p.scale;
+                            mx[i] = std::max(mx[i], wh[i][k]);
+                        }
+                    }
+                    float den[2];
+                    for (int64_t i = 0; i < m; ++i) {
+                        den[i] = std::exp(sink[h + i] - mx[i]);
+                        for (int64_t k = 0; k < n_keys; ++k) {
+                            wh[i][k] = std::exp(wh[i][k] - mx[i]);
+                            den[i] += wh[i][k];
+                        }
+                    }
+                    float* o0 = out.f32_row(t) + h * hd;
+                    float* o1 = out.f32_row(t) + (h + m - 1) * hd;
+                    std::fill_n(o0, hd, 0.0f);
+                    std::fill_n(o1, hd, 0.0f);
+                    for (int64_t k = 0; k < n_keys; ++k) {
+                        const float* v = key_at(k);
+                        const float e0 = wh[0][k];
+                        if (m == 2) {
+                            const float e1 = wh[1][k];
+                            for (int64_t i = 0; i < hd; ++i) {
+                                o0[i] += e0 * v[i];
+                                o1[i] += e1 * v[i];
+                            }
+                        } else {
+                            for (int64_t i = 0; i < hd; ++i) o0[i] += e0 * v[i];
+                        }
+                    }
+                    for (int64_t i = 0; i < m; ++i) {
+                        float* o = out.f32_row(t) + (h + i) * hd;
+                        const float inv = 1.0f / den[i];
+                        for (int64_t e = 0; e < hd; ++e) o[e] *= inv;
+                    }
                 }
-                float den = std::exp(sink[h] - mx);
-                for (int64_t k = 0; k < n_keys; ++k) {
-                    w[k] = std::exp(w[k] - mx);
-                    den += w[k];
-                }
-                float* o = out.f32_row(t) + h * hd;
-                std::fill_n(o, hd, 0.0f);
-                for (int64_t k = 0; k < n_keys; ++k) {
-                    const float* v = k < n_raw ? raw_key(lo + k) : comp_key(k - n_raw);
-                    const float e = w[k];
-                    for (int64_t i = 0; i < hd; ++i) o[i] += e * v[i];
-                }
-                const float inv = 1.0f / den;
-                for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
             }
         },
         1);
