@@ -42,18 +42,24 @@ yarn_range yarn_correction_range(int n_rot, double theta, const yarn_params& yar
 
 std::vector<float> inv_freq(int n_rot, double theta, const yarn_params* yarn) {
     check_n_rot(n_rot);
+    std::vector<float> inv(static_cast<size_t>(n_rot / 2));
+    inv_freq(n_rot, theta, yarn, inv.data());
+    return inv;
+}
+
+void inv_freq(int n_rot, double theta, const yarn_params* yarn, float* inv) {
+    check_n_rot(n_rot);
     if (!(theta > 0.0) || !std::isfinite(theta)) {
         throw Error("rope41: theta must be positive and finite");
     }
     const int half = n_rot / 2;
-    std::vector<float> inv(static_cast<size_t>(half));
     const float dr = static_cast<float>(n_rot);
     for (int i = 0; i < half; ++i) {
         const float e = static_cast<float>(2 * i) / dr;
         const float pw = static_cast<float>(std::pow(theta, static_cast<double>(e)));
-        inv[static_cast<size_t>(i)] = 1.0f / pw;
+        inv[i] = 1.0f / pw;
     }
-    if (yarn == nullptr || yarn->orig_ctx == 0) return inv;
+    if (yarn == nullptr || yarn->orig_ctx == 0) return;
     if (!(yarn->factor > 0.0f)) throw Error("rope41: YaRN factor must be positive");
     const yarn_range r = yarn_correction_range(n_rot, theta, *yarn);
     const float span = static_cast<float>(std::max(r.hi - r.lo, 0.001));
@@ -62,14 +68,13 @@ std::vector<float> inv_freq(int n_rot, double theta, const yarn_params* yarn) {
         const float num = static_cast<float>(i) - lo;
         const float ramp = std::clamp(num / span, 0.0f, 1.0f);
         const float sm = 1.0f - ramp;
-        const float f = inv[static_cast<size_t>(i)];
+        const float f = inv[i];
         const float scaled = f / yarn->factor;
         const float one_minus_sm = 1.0f - sm;
         const float a = scaled * one_minus_sm;
         const float b = f * sm;
-        inv[static_cast<size_t>(i)] = a + b;
+        inv[i] = a + b;
     }
-    return inv;
 }
 
 void cos_sin(int64_t pos, const float* inv_freq, int n_pairs, float* cs) {

@@ -36,6 +36,9 @@ yarn_range yarn_correction_range(int n_rot, double theta, const yarn_params& yar
 // yarn == nullptr or yarn->orig_ctx == 0: no YaRN. Throws Error for an odd or non-positive
 // n_rot or a non-positive theta / factor.
 std::vector<float> inv_freq(int n_rot, double theta, const yarn_params* yarn);
+// The same table written to inv[0 .. n_rot/2 - 1] (no allocation: the CPU backend's rope41 op
+// keeps it on the stack).
+void inv_freq(int n_rot, double theta, const yarn_params* yarn, float* inv);
 
 // cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i) (fp32), theta_i = f32(f32(pos) * inv_freq[i]).
 void cos_sin(int64_t pos, const float* inv_freq, int n_pairs, float* cs);

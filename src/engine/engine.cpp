@@ -233,6 +233,9 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
     s->arena_buffer = be.alloc_buffer(s->arena_bytes);
     s->ar = arena(s->arena_buffer, s->arena_bytes);
     s->logits.assign(hp.n_vocab, 0.0f);
+    // The token timeline never outgrows the context (4 bytes a token, against the cache's
+    // kilobytes): reserved now, it never reallocates while decoding.
+    s->tokens.reserve(static_cast<size_t>(opts.n_ctx));
     *out = std::unique_ptr<Session>(new Session(std::move(s)));
     return {};
 }

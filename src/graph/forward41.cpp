@@ -97,8 +97,10 @@ void rms_norm_bf16(const ctx41& c, const tensor& x, const weight& w) {
 
 // Replaces the rows of a selection tensor [n, w] (positions p0..) by the forced ones, counting
 // the positions whose own choice was a different set. Returns false when nothing is forced.
-bool force_rows(const ctx41& c, const std::string& name, const tensor& sel) {
+// (Tests only: the name is built, and anything allocated, only when decisions are forced.)
+bool force_rows(const ctx41& c, const char* what, const tensor& sel) {
     if (!c.opts.forced) return false;
+    const std::string name = c.prefix + what;
     const auto it = c.opts.forced->rows.find(name);
     if (it == c.opts.forced->rows.end()) return false;
     const int64_t w = sel.ne[0];
@@ -128,20 +130,16 @@ void cpu_dequant_row(const tensor& w, int64_t r, float* out) {
 // Engram (§3.9)
 // ---------------------------------------------------------------------------------------------
 
-struct engram_lookup {
-    std::vector<engram::layer_hash> layers;
-    std::vector<int32_t> rows;  // [n, n_eng, C] table rows (within each layer's table)
-};
-
-// Writes the chunk's compressed ids into the history and hashes every position.
-engram_lookup engram_hashes(const hparams& hp, kv::cache41& cache, int64_t p0, int64_t n,
-                            const int32_t* tokens) {
+// Writes the chunk's compressed ids into the history and hashes every position: returns the
+// table rows layer-major [n_eng][n, C] (one contiguous block per Engram layer), in `rows`.
+// idx / rows grow to the chunk; a chunk that fits allocates nothing.
+const int32_t* engram_hashes(const hparams& hp, const std::vector<engram::layer_hash>& layers,
+                             kv::cache41& cache, int64_t p0, int64_t n, const int32_t* tokens,
+                             std::vector<int64_t>& idx, std::vector<int32_t>& rows) {
     const engram_hparams& eh = hp.v41.engram;
-    engram_lookup out;
-    if (eh.n_layers() == 0) return out;
-    out.layers = engram::build_layers(eh.vocab_size, static_cast<int>(eh.n_layers()),
-                                      static_cast<int>(eh.max_ngram), static_cast<int>(eh.n_head),
-                                      eh.compressed_vocab, eh.multipliers, eh.num_embeddings, {});
+    const int64_t n_eng = static_cast<int64_t>(layers.size());
+    if (n_eng == 0) return nullptr;
+    // Reserved for n_ctx positions at cache creation (run() checks p0 + n <= n_ctx).
     std::vector<int64_t>& hist = cache.engram_history();
     MAGNETAR_ASSERT(static_cast<int64_t>(hist.size()) == p0, "engram history out of step");
     for (int64_t t = 0; t < n; ++t) {
@@ -153,49 +151,40 @@ engram_lookup engram_hashes(const hparams& hp, kv::cache41& cache, int64_t p0, i
         hist.push_back(eh.token_map[static_cast<size_t>(id)]);
     }
     const int64_t C = eh.n_col();
-    std::vector<int64_t> idx(static_cast<size_t>(n * eh.n_layers() * C));
-    engram::hash_positions(out.layers, static_cast<int>(eh.max_ngram), static_cast<int>(eh.n_head),
+    const size_t need = static_cast<size_t>(n * n_eng * C);
+    if (idx.size() < need) idx.resize(need);
+    if (rows.size() < need) rows.resize(need);
+    engram::hash_positions(layers, static_cast<int>(eh.max_ngram), static_cast<int>(eh.n_head),
                            eh.compressed_vocab, eh.pad_id, hist.data(), 0,
                            static_cast<int64_t>(hist.size()), p0, n, idx.data());
-    out.rows.resize(idx.size());
-    std::transform(idx.begin(), idx.end(), out.rows.begin(),
-                   [](int64_t v) { return static_cast<int32_t>(v); });
-    return out;
+    // [n, n_eng, C] -> [n_eng][n, C]
+    for (int64_t li = 0; li < n_eng; ++li) {
+        for (int64_t t = 0; t < n; ++t) {
+            const int64_t* src = idx.data() + (t * n_eng + li) * C;
+            int32_t* dst = rows.data() + (li * n + t) * C;
+            for (int64_t k = 0; k < C; ++k) dst[k] = static_cast<int32_t>(src[k]);
+        }
+    }
+    return rows.data();
 }
 
-void engram_block(const ctx41& c, const v41_block_weights& lw, const engram_lookup& lk,
-                  const tensor& x) {
+// rows: the chunk's table rows of every Engram layer ([n_eng][n, C]; null in a measuring pass),
+// wq: this layer's gate weights [n_hc, D] (host).
+void engram_block(const ctx41& c, const v41_block_weights& lw, const int32_t* rows,
+                  const float* wq_host, const tensor& x) {
     const hparams& hp = c.hp;
     const engram_hparams& eh = hp.v41.engram;
     const int64_t C = eh.n_col();
     const int64_t li = lw.engram_index;
     // This layer's row ids [n, C].
     tensor idx = c.ar.alloc(ggml_type::I32, C, c.n);
-    std::vector<int32_t> host(static_cast<size_t>(c.n * C));
-    for (int64_t t = 0; t < c.n && !lk.rows.empty(); ++t) {
-        const int32_t* src = lk.rows.data() + (t * eh.n_layers() + li) * C;
-        std::copy(src, src + C, host.data() + t * C);
-    }
-    c.be.upload(idx, host.data());
+    if (rows) c.be.upload(idx, rows + li * c.n * C);
     c.tap(idx, "engram_rows");
     tensor f = c.ar.alloc_f32(C * eh.head_dim, c.n);
     c.be.engram_gather(weight_tensor(lw.engram_embd), idx, f);
     const tensor kv = fp8_linear(c, lw.engram_kv, f);  // [n, (n_hc+1)*D]
-    // wq_i = f32(bf16(q_weight_i)) * f32(bf16(k_weight_i)) (§3.9.4: R holds them in bf16),
-    // from the mapped weights on the host.
-    const int64_t d = hp.n_embd;
-    std::vector<float> qw(static_cast<size_t>(d * hp.n_hc)), kw(qw.size());
-    const tensor qt = weight_tensor(lw.engram_q_norm);
-    const tensor kt = weight_tensor(lw.engram_k_norm);
-    for (int64_t i = 0; i < static_cast<int64_t>(hp.n_hc); ++i) {
-        cpu_dequant_row(qt, i, qw.data() + i * d);
-        cpu_dequant_row(kt, i, kw.data() + i * d);
-    }
-    for (size_t i = 0; i < qw.size(); ++i) {
-        qw[i] = quant::round_bf16(qw[i]) * quant::round_bf16(kw[i]);
-    }
-    tensor wq = c.ar.alloc_f32(d, hp.n_hc);
-    c.be.upload(wq, qw.data());
+    tensor wq = c.ar.alloc_f32(hp.n_embd, hp.n_hc);
+    c.be.upload(wq, wq_host);
     backend::engram_params ep;
     ep.n_hc = hp.n_hc;
     ep.n_embd = hp.n_embd;
@@ -305,7 +294,7 @@ tensor attention41(ctx41& c, const v41_block_weights& lw, const tensor& x) {
             c.be.indexer41(ip, qi, wts, c.cache.layer(static_cast<uint32_t>(key_layer)).idx_rows,
                            cand_in, cand_out, c.topk);
             if (cand_out) c.tap(cand_out, "candidates");
-            force_rows(c, c.prefix + "topk", c.topk);
+            force_rows(c, "topk", c.topk);
         }
         MAGNETAR_ASSERT(c.have_topk, "Reuse layer before its index source");
         sel = c.topk;
@@ -362,7 +351,7 @@ tensor moe41(const ctx41& c, const v41_block_weights& lw, const tensor& x, uint3
     // (allocated whether or not decisions are forced, so the measuring pass sees them)
     tensor ids = c.ar.alloc(ggml_type::I32, c.n);
     tensor table = c.ar.alloc(ggml_type::I32, k, c.n);
-    if (force_rows(c, c.prefix + "moe_sel", sel)) {
+    if (force_rows(c, "moe_sel", sel)) {
         // The given experts through the router's table path: weights from this engine's scores.
         std::vector<int32_t> rows(static_cast<size_t>(c.n));
         for (int64_t t = 0; t < c.n; ++t) rows[static_cast<size_t>(t)] = static_cast<int32_t>(t);
@@ -478,13 +467,47 @@ backend::limits limits41(const hparams& hp, int64_t n_ctx) {
         {static_cast<int64_t>(hp.n_hc) * hp.n_embd, hp.n_embd, hp.n_q_lora, hp.o_group_in(),
          static_cast<int64_t>(hp.n_o_group) * hp.n_o_lora, hp.n_ff_exp, hp.n_expert,
          static_cast<int64_t>(hp.n_head_dim), static_cast<int64_t>(eh.n_col()) * eh.head_dim,
-         static_cast<int64_t>(hp.v41.dspark.target_layers.size()) * hp.n_embd});
+         static_cast<int64_t>(hp.v41.dspark.target_layers.size()) * hp.n_embd,
+         // Rows the V4.1 ops hold whole in per-thread scratch (4 floats per max_row element on
+         // the CPU): the index query's QDQ codes, and a block of 64 decoded keys [64, Dh].
+         static_cast<int64_t>(hp.n_indexer_head) * hp.n_indexer_head_dim,
+         16 * static_cast<int64_t>(hp.n_head_dim)});
     l.max_keys = hp.n_swa + hp.n_indexer_top_k;
     l.max_index_rows = n_ctx;
     return l;
 }
 
 }  // namespace
+
+forward41::forward41(const model& m, backend::backend& be) : m_(m), be_(be) {
+    const hparams& hp = m.hp();
+    const model_weights& w = m.weights();
+    if (!hp.is_v41() || !w.v41) return;  // run() refuses such a model
+    const engram_hparams& eh = hp.v41.engram;
+    if (eh.n_layers() == 0) return;
+    engram_layers_ = engram::build_layers(
+        eh.vocab_size, static_cast<int>(eh.n_layers()), static_cast<int>(eh.max_ngram),
+        static_cast<int>(eh.n_head), eh.compressed_vocab, eh.multipliers, eh.num_embeddings, {});
+    // wq_i = f32(bf16(q_weight_i)) * f32(bf16(k_weight_i)) (§3.9.4: R holds them in bf16),
+    // from the mapped weights.
+    const int64_t d = hp.n_embd;
+    const int64_t wq_size = static_cast<int64_t>(hp.n_hc) * d;
+    engram_wq_.assign(static_cast<size_t>(eh.n_layers() * wq_size), 0.0f);
+    std::vector<float> kw(static_cast<size_t>(wq_size));
+    for (const v41_block_weights& lw : w.v41->layers) {
+        if (lw.engram_index < 0) continue;
+        float* qw = engram_wq_.data() + lw.engram_index * wq_size;
+        const tensor qt = weight_tensor(lw.engram_q_norm);
+        const tensor kt = weight_tensor(lw.engram_k_norm);
+        for (int64_t i = 0; i < static_cast<int64_t>(hp.n_hc); ++i) {
+            cpu_dequant_row(qt, i, qw + i * d);
+            cpu_dequant_row(kt, i, kw.data() + i * d);
+        }
+        for (int64_t i = 0; i < wq_size; ++i) {
+            qw[i] = quant::round_bf16(qw[i]) * quant::round_bf16(kw[static_cast<size_t>(i)]);
+        }
+    }
+}
 
 chunk_result forward41::run(const chunk_request& req, kv::cache41& cache, arena& ar,
                             dump_sink* dump, const chunk41_options& opts) const {
@@ -506,8 +529,11 @@ chunk_result forward41::run(const chunk_request& req, kv::cache41& cache, arena&
     const int64_t nh = hp.n_hc;
     const int64_t D = hp.n_embd;
 
-    engram_lookup lk;
-    if (!measuring) lk = engram_hashes(hp, cache, req.p0, req.n, req.tokens);
+    const int32_t* engram_rows =
+        measuring ? nullptr
+                  : engram_hashes(hp, engram_layers_, cache, req.p0, req.n, req.tokens,
+                                  engram_idx_, engram_rows_);
+    const int64_t wq_size = static_cast<int64_t>(nh) * D;
 
     tensor ids = ar.alloc(ggml_type::I32, req.n);
     be_.upload(ids, req.tokens);
@@ -543,7 +569,9 @@ chunk_result forward41::run(const chunk_request& req, kv::cache41& cache, arena&
             return res;
         }
         c.prefix = "blk." + std::to_string(lw.il) + ".";
-        if (lw.engram_index >= 0) engram_block(c, lw, lk, x);
+        if (lw.engram_index >= 0) {
+            engram_block(c, lw, engram_rows, engram_wq_.data() + lw.engram_index * wq_size, x);
+        }
         if (dspark) {
             const auto it = std::find(targets.begin(), targets.end(), lw.il);
             if (it != targets.end()) {

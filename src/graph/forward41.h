@@ -10,6 +10,10 @@
 // A chunk is n tokens at positions p0 .. p0 + n - 1 of one sequence. Every query uses the
 // decode layout of §5.2 and every selection the tie rule of §5.3, so decode, prefill and
 // chunked prefill (any split, pairs included) give the same bits.
+//
+// A chunk allocates nothing on the heap once the host buffers below have grown to the largest
+// chunk seen: device scratch comes from the arena, the Engram constants are computed once per
+// forward41, and the backend's V4.1 ops work in their reserved per-thread scratch.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,7 @@
 #include "core/arena.h"
 #include "graph/forward.h"
 #include "kv/cache41.h"
+#include "model/engram_hash.h"
 #include "model/model.h"
 
 namespace magnetar::graph {
@@ -56,7 +61,8 @@ struct draft41 {
 
 class forward41 {
   public:
-    forward41(const model& m, backend::backend& be) : m_(m), be_(be) {}
+    // Computes the Engram constants from the (validated) configuration and mapped weights.
+    forward41(const model& m, backend::backend& be);
 
     // Runs one chunk, updating `cache`. req.tokens are host ids; logits rows as requested
     // (logits_all / logits_last). Scratch comes from `ar` (reset at the start). When the cache
@@ -73,6 +79,16 @@ class forward41 {
   private:
     const model& m_;
     backend::backend& be_;
+    // Engram (§3.9), computed once: each Engram layer's hashing constants, and its gate
+    // weights wq_i = f32(bf16(q_norm_i)) * f32(bf16(k_norm_i)) ([n_eng][n_hc, D], flat).
+    std::vector<engram::layer_hash> engram_layers_;
+    std::vector<float> engram_wq_;
+    // Host scratch of the Engram lookup, grown to the largest chunk seen (never shrunk): the
+    // hashed row ids [n, n_eng, C] and the same as int32 table rows, layer-major
+    // [n_eng][n, C]. Because of it, run() and draft() are not reentrant on one object (a
+    // session runs one chunk at a time).
+    mutable std::vector<int64_t> engram_idx_;
+    mutable std::vector<int32_t> engram_rows_;
 };
 
 // Per-thread backend scratch a V4.1 session of n_ctx tokens needs (backend::reserve).

@@ -11,11 +11,14 @@
 // sum per output (acc = acc + a[i] * b[i], i ascending, product and sum rounded separately),
 // as the matmuls then are (cpu/ref/matmul_ref.h). Every other reduction here is sequential
 // already. The PyTorch reference (tests/reference/dsv41_ref) computes in that same order.
+//
+// No op allocates: per-call workspace is the thread's backend scratch (sized by reserve() from
+// graph::forward41_limits; each op checks its share) or a bounded stack array.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <vector>
+#include <utility>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
@@ -28,6 +31,11 @@ namespace {
 
 constexpr uint32_t kMaxHc = 8;
 constexpr int64_t kSlotBlock = 64;  // list slots per online-softmax block (§5.2)
+constexpr int kMaxRot41 = 256;      // RoPE widths handled with a stack inv_freq table
+constexpr int64_t kMaxHeads = 1024;      // attention / indexer heads (stack statistics)
+constexpr int64_t kMaxIndexDim = 1024;   // indexer head width (one decoded key on the stack)
+constexpr int64_t kMaxUsed41 = 64;       // routed experts per token (as the router's bound)
+constexpr int64_t kMaxRatio41 = 16;      // compressor ratio (stack softmax lanes)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // 1 / sqrt(mean(f^2) + eps) over n values, fp32 as the spec's RMS statistics.
@@ -54,13 +62,17 @@ bool ranks_before(const ranked& a, const ranked& b) {
     return a.index < b.index;
 }
 
-// Keeps the first k of v by ranks_before (the set is exact; the order is not).
-void top_k_set(std::vector<ranked>& v, size_t k) {
-    if (v.size() > k) {
-        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end(),
-                         ranks_before);
-        v.resize(k);
-    }
+// Keeps the first k of v[0 .. n) by ranks_before in v[0 .. min(n, k)) and returns that count
+// (the set is exact; the order is not).
+int64_t top_k_set(ranked* v, int64_t n, int64_t k) {
+    if (n <= k) return n;
+    std::nth_element(v, v + k, v + n, ranks_before);
+    return k;
+}
+
+// v[0 .. n) in ascending index order.
+void sort_by_index(ranked* v, int64_t n) {
+    std::sort(v, v + n, [](const ranked& a, const ranked& b) { return a.index < b.index; });
 }
 
 }  // namespace
@@ -92,26 +104,30 @@ void cpu_backend::qdq_rows(const tensor& x, qdq_format fmt, const tensor& packed
     }
     MAGNETAR_ASSERT(!packed || (packed.ne[0] == row_bytes && packed.n_rows() >= x.n_rows()),
                     "qdq_rows: packed rows");
+    // Per-thread scratch: one row's codes [w] then its scales [w/16 + 1] (bytes).
+    const size_t code_bytes = static_cast<size_t>(w);
+    MAGNETAR_ASSERT(code_bytes + code_bytes / 16 + 1 <= scratch_floats_ * sizeof(float),
+                    "qdq_rows: row wider than the backend scratch (reserve with the model's limits)");
     pool_.parallel_for(
         x.n_rows(),
-        [&](int64_t r0, int64_t r1, int) {
-            std::vector<uint8_t> codes(static_cast<size_t>(w));
-            std::vector<uint8_t> sc(static_cast<size_t>(w / 16 + 1));
+        [&](int64_t r0, int64_t r1, int th) {
+            uint8_t* codes = reinterpret_cast<uint8_t*>(scratch(th));
+            uint8_t* sc = codes + code_bytes;
             for (int64_t r = r0; r < r1; ++r) {
                 float* row = x.f32_row(r);
                 uint8_t* out = packed ? packed.row_ptr(r) : nullptr;
                 switch (fmt) {
                     case qdq_format::fp8_b32:
-                        quant::qdq_fp8_block32(row, row, w, codes.data(), sc.data());
-                        if (out) quant::pack_window_row(codes.data(), sc.data(), w, out);
+                        quant::qdq_fp8_block32(row, row, w, codes, sc);
+                        if (out) quant::pack_window_row(codes, sc, w, out);
                         break;
                     case qdq_format::fp4_e4m3_b16:
-                        quant::qdq_fp4_e4m3_block16(row, row, w, codes.data(), sc.data());
-                        if (out) quant::pack_main_kv_row(codes.data(), sc.data(), w, out);
+                        quant::qdq_fp4_e4m3_block16(row, row, w, codes, sc);
+                        if (out) quant::pack_main_kv_row(codes, sc, w, out);
                         break;
                     case qdq_format::mxfp4_b32:
-                        quant::qdq_mxfp4_block32(row, row, w, codes.data(), sc.data());
-                        if (out) quant::pack_index_key_row(codes.data(), sc.data(), w, out);
+                        quant::qdq_mxfp4_block32(row, row, w, codes, sc);
+                        if (out) quant::pack_index_key_row(codes, sc, w, out);
                         break;
                 }
             }
@@ -122,21 +138,24 @@ void cpu_backend::qdq_rows(const tensor& x, qdq_format fmt, const tensor& packed
 void cpu_backend::rope41(const tensor& x, uint32_t head_dim, const rope41_params& rope, int64_t p0,
                          int64_t stride, bool inverse) {
     const int nr = static_cast<int>(rope.n_rot);
-    MAGNETAR_ASSERT(nr % 2 == 0 && nr <= static_cast<int>(head_dim) && x.ne[0] % head_dim == 0,
+    MAGNETAR_ASSERT(nr % 2 == 0 && nr <= kMaxRot41 && nr <= static_cast<int>(head_dim) &&
+                        x.ne[0] % head_dim == 0,
                     "rope41: shapes");
     ::magnetar::rope41::yarn_params yarn;
     yarn.orig_ctx = rope.yarn_orig_ctx;
     yarn.factor = rope.yarn_factor;
     yarn.beta_fast = rope.beta_fast;
     yarn.beta_slow = rope.beta_slow;
-    const std::vector<float> inv = ::magnetar::rope41::inv_freq(nr, rope.freq_base, &yarn);
+    // A few pow() per call: small next to the rotations of even one decode row.
+    float inv[kMaxRot41 / 2];
+    ::magnetar::rope41::inv_freq(nr, rope.freq_base, &yarn, inv);
     const int64_t n_heads = x.ne[0] / head_dim;
     pool_.parallel_for(
         x.n_rows(),
         [&](int64_t r0, int64_t r1, int) {
             for (int64_t r = r0; r < r1; ++r) {
                 ::magnetar::rope41::apply_heads(x.f32_row(r), n_heads, head_dim, nr,
-                                                p0 + r * stride, inv.data(), inverse);
+                                                p0 + r * stride, inv, inverse);
             }
         },
         4);
@@ -216,7 +235,7 @@ void cpu_backend::compressor41(const compressor41_params& p, const tensor& a, co
     const int64_t r = p.ratio;
     const int64_t dh = a.ne[0];
     const int64_t n = a.n_rows();
-    MAGNETAR_ASSERT(r >= 2 && b.ne[0] == dh && state_a.ne[0] == dh && state_a.n_rows() == r &&
+    MAGNETAR_ASSERT(r >= 2 && r <= kMaxRatio41 && b.ne[0] == dh && state_a.ne[0] == dh && state_a.n_rows() == r &&
                         state_b.n_rows() == r && z.ne[0] == dh &&
                         z.n_rows() == (p.p0 + n) / r - p.p0 / r,
                     "compressor41: shapes");
@@ -231,7 +250,7 @@ void cpu_backend::compressor41(const compressor41_params& p, const tensor& a, co
         for (int64_t c = 0; c < dh; ++c) {
             float mx = state_b.f32_row(0)[c];
             for (int64_t u = 1; u < r; ++u) mx = std::max(mx, state_b.f32_row(u)[c]);
-            float e[16];
+            float e[kMaxRatio41];
             float sum = 0.0f;
             for (int64_t u = 0; u < r; ++u) {
                 e[u] = std::exp(state_b.f32_row(u)[c] - mx);
@@ -262,33 +281,37 @@ void cpu_backend::indexer41(const indexer41_params& p, const tensor& qi, const t
                         (!cand_in || cand_in.ne[0] == p.cand_blocks) &&
                         ((!cand_in && !cand_out) || bsz > 0),
                     "indexer41: shapes");
+    MAGNETAR_ASSERT(hi <= kMaxHeads && di <= kMaxIndexDim, "indexer41: too many or too wide heads");
     float (*const dot)(const float*, const float*, int64_t) = reference_ ? dot_seq : cpu::dot_f32;
     pool_.parallel_for(
         n,
-        [&](int64_t t0, int64_t t1, int) {
-            std::vector<float> score;
-            std::vector<ranked> cand;
-            std::vector<uint8_t> allowed;
-            std::vector<float> kj(static_cast<size_t>(di));
+        [&](int64_t t0, int64_t t1, int th) {
+            // Per-thread scratch: every visible entry as (score, index) [n_vis], then the block
+            // maxima of a candidate source or the allowed-block flags of a Reindex layer (one
+            // after the other, at most one per entry): 4 * n_vis floats.
+            ranked* cand = reinterpret_cast<ranked*>(scratch(th));
+            float kj[kMaxIndexDim];
+            float wt[kMaxHeads];
             for (int64_t t = t0; t < t1; ++t) {
                 const int64_t n_vis = (p.p0 + t + 1) / r;
+                MAGNETAR_ASSERT(static_cast<size_t>(4 * n_vis) <= scratch_floats_,
+                                "indexer41: more visible entries than the backend scratch holds "
+                                "(reserve with the model's limits)");
+                ranked* blocks = cand + n_vis;
                 const float* q = qi.f32_row(t);
-                float wt[1024];
-                MAGNETAR_ASSERT(hi <= 1024, "indexer41: too many heads");
                 for (int64_t h = 0; h < hi; ++h) {
                     wt[h] = quant::round_bf16(w.f32_row(t)[h] * p.weight_scale);
                 }
-                score.assign(static_cast<size_t>(n_vis), 0.0f);
                 for (int64_t j = 0; j < n_vis; ++j) {
                     // Decoded on the fly (exact: a packed key decodes to its QDQ values); the
                     // decode costs 1/HI of the scoring.
-                    quant::unpack_index_key_row(keys.row_ptr(j), di, kj.data());
+                    quant::unpack_index_key_row(keys.row_ptr(j), di, kj);
                     float sum = 0.0f;
                     for (int64_t h = 0; h < hi; ++h) {
-                        const float s = quant::round_bf16(dot(q + h * di, kj.data(), di));
+                        const float s = quant::round_bf16(dot(q + h * di, kj, di));
                         sum += quant::round_bf16(std::max(s, 0.0f) * wt[h]);
                     }
-                    score[static_cast<size_t>(j)] = quant::round_bf16(sum);
+                    cand[j] = {quant::round_bf16(sum), static_cast<int32_t>(j)};
                 }
                 if (cand_out) {
                     // Block maxima over the visible entries; the newest visible block pinned.
@@ -296,47 +319,43 @@ void cpu_backend::indexer41(const indexer41_params& p, const tensor& qi, const t
                     std::fill_n(co, p.cand_blocks, -1);
                     if (n_vis > 0) {
                         const int64_t n_blocks = (n_vis + bsz - 1) / bsz;
-                        std::vector<ranked> blocks(static_cast<size_t>(n_blocks));
                         for (int64_t bb = 0; bb < n_blocks; ++bb) {
                             float mx = kNegInf;
                             for (int64_t j = bb * bsz; j < std::min(n_vis, (bb + 1) * bsz); ++j) {
-                                mx = std::max(mx, score[static_cast<size_t>(j)]);
+                                mx = std::max(mx, cand[j].score);
                             }
-                            blocks[static_cast<size_t>(bb)] = {mx, static_cast<int32_t>(bb)};
+                            blocks[bb] = {mx, static_cast<int32_t>(bb)};
                         }
-                        blocks[static_cast<size_t>((n_vis - 1) / bsz)].score =
-                            std::numeric_limits<float>::infinity();
-                        top_k_set(blocks, p.cand_blocks);
-                        std::vector<int32_t> ids;
-                        for (const ranked& rb : blocks) {
-                            if (rb.score != kNegInf) ids.push_back(rb.index);
+                        blocks[(n_vis - 1) / bsz].score = std::numeric_limits<float>::infinity();
+                        const int64_t kept = top_k_set(blocks, n_blocks, p.cand_blocks);
+                        sort_by_index(blocks, kept);
+                        int64_t o = 0;
+                        for (int64_t i = 0; i < kept; ++i) {
+                            if (blocks[i].score != kNegInf) co[o++] = blocks[i].index;
                         }
-                        std::sort(ids.begin(), ids.end());
-                        std::copy(ids.begin(), ids.end(), co);
                     }
                 }
-                cand.clear();
+                // The entries of allowed blocks (all of them without candidates), in index
+                // order, compacted in place.
+                int64_t n_cand = n_vis;
                 if (cand_in) {
-                    allowed.assign(static_cast<size_t>((n_vis + bsz - 1) / bsz), 0);
+                    const int64_t n_allowed = (n_vis + bsz - 1) / bsz;
+                    uint8_t* allowed = reinterpret_cast<uint8_t*>(blocks);
+                    std::fill_n(allowed, n_allowed, uint8_t{0});
                     const int32_t* ci = cand_in.i32_row(t);
                     for (uint32_t i = 0; i < p.cand_blocks; ++i) {
-                        if (ci[i] >= 0 && static_cast<size_t>(ci[i]) < allowed.size()) {
-                            allowed[static_cast<size_t>(ci[i])] = 1;
-                        }
+                        if (ci[i] >= 0 && ci[i] < n_allowed) allowed[ci[i]] = 1;
+                    }
+                    n_cand = 0;
+                    for (int64_t j = 0; j < n_vis; ++j) {
+                        if (allowed[j / bsz]) cand[n_cand++] = cand[j];
                     }
                 }
-                for (int64_t j = 0; j < n_vis; ++j) {
-                    if (cand_in && !allowed[static_cast<size_t>(j / bsz)]) continue;
-                    cand.push_back({score[static_cast<size_t>(j)], static_cast<int32_t>(j)});
-                }
-                top_k_set(cand, static_cast<size_t>(kk));
+                const int64_t kept = top_k_set(cand, n_cand, kk);
+                sort_by_index(cand, kept);
                 int32_t* s = sel.i32_row(t);
                 std::fill_n(s, kk, -1);
-                std::vector<int32_t> ids;
-                ids.reserve(cand.size());
-                for (const ranked& c : cand) ids.push_back(c.index);
-                std::sort(ids.begin(), ids.end());
-                std::copy(ids.begin(), ids.end(), s);
+                for (int64_t i = 0; i < kept; ++i) s[i] = cand[i].index;
             }
         },
         1);
@@ -354,22 +373,29 @@ void cpu_backend::attention41(const attention41_params& p, const tensor& q, cons
     const int64_t n_sel = sel ? sel.ne[0] : 0;
     MAGNETAR_ASSERT(q.ne[0] == H * hd && kv.ne[0] == hd && out.ne[0] == H * hd &&
                         ring.ne[0] == quant::window_row_bytes(hd) && ring.n_rows() == W &&
-                        (!sel || comp.ne[0] == quant::main_kv_row_bytes(hd)) && hd <= 4096,
+                        (!sel || comp.ne[0] == quant::main_kv_row_bytes(hd)) && hd <= 4096 &&
+                        H <= kMaxHeads && out.data != q.data && out.data != kv.data,
                     "attention41: shapes");
+    // Per-thread scratch: one block of decoded keys [64, Dh].
+    MAGNETAR_ASSERT(static_cast<size_t>(kSlotBlock * hd) <= scratch_floats_,
+                    "attention41: key block wider than the backend scratch (reserve with the "
+                    "model's limits)");
     const float* sink = sinks.f32();
     float (*const dot)(const float*, const float*, int64_t) = reference_ ? dot_seq : cpu::dot_f32;
     pool_.parallel_for(
         n,
-        [&](int64_t t0, int64_t t1, int) {
-            std::vector<float> keys(static_cast<size_t>(kSlotBlock * hd));
-            std::vector<float> acc(static_cast<size_t>(H * hd));
-            std::vector<float> m(static_cast<size_t>(H)), den(static_cast<size_t>(H));
+        [&](int64_t t0, int64_t t1, int th) {
+            float* keys = scratch(th);
+            float m[kMaxHeads];
+            float den[kMaxHeads];
             float s[kSlotBlock];
             for (int64_t t = t0; t < t1; ++t) {
                 const int64_t pos = p.p0 + t;
-                std::fill(acc.begin(), acc.end(), 0.0f);
-                std::fill(m.begin(), m.end(), -1e30f);
-                std::fill(den.begin(), den.end(), 0.0f);
+                // The P.V accumulators [H, Dh] live in the token's output row.
+                float* acc = out.f32_row(t);
+                std::fill_n(acc, H * hd, 0.0f);
+                std::fill_n(m, H, -1e30f);
+                std::fill_n(den, H, 0.0f);
                 const int32_t* chosen = sel ? sel.i32_row(t) : nullptr;
                 const bool draft = p.ring_slots >= 0;
                 const int64_t n_slots = draft ? p.ring_slots + n : W + n_sel;
@@ -378,7 +404,7 @@ void cpu_backend::attention41(const attention41_params& p, const tensor& q, cons
                     // Valid keys of this block, decoded in slot order.
                     int64_t nv = 0;
                     for (int64_t slot = b0; slot < b1; ++slot) {
-                        float* dst = keys.data() + nv * hd;
+                        float* dst = keys + nv * hd;
                         if (draft) {
                             if (slot < p.ring_slots) {
                                 quant::unpack_window_row(ring.row_ptr(slot), hd, dst);
@@ -404,34 +430,30 @@ void cpu_backend::attention41(const attention41_params& p, const tensor& q, cons
                     if (nv == 0) continue;  // an all-empty block is an exact no-op
                     for (int64_t h = 0; h < H; ++h) {
                         const float* qh = q.f32_row(t) + h * hd;
-                        float mx = m[static_cast<size_t>(h)];
+                        float mx = m[h];
                         for (int64_t j = 0; j < nv; ++j) {
-                            s[j] = dot(qh, keys.data() + j * hd, hd) * p.scale;
+                            s[j] = dot(qh, keys + j * hd, hd) * p.scale;
                             mx = std::max(mx, s[j]);
                         }
-                        const float a = std::exp(m[static_cast<size_t>(h)] - mx);
+                        const float a = std::exp(m[h] - mx);
                         float psum = 0.0f;
-                        float* ah = acc.data() + h * hd;
+                        float* ah = acc + h * hd;
                         for (int64_t i = 0; i < hd; ++i) ah[i] *= a;
                         for (int64_t j = 0; j < nv; ++j) {
                             const float pj = std::exp(s[j] - mx);
                             psum += pj;
                             const float pb = quant::round_bf16(pj);
-                            const float* kj = keys.data() + j * hd;
+                            const float* kj = keys + j * hd;
                             for (int64_t i = 0; i < hd; ++i) ah[i] += pb * kj[i];
                         }
-                        den[static_cast<size_t>(h)] = den[static_cast<size_t>(h)] * a + psum;
-                        m[static_cast<size_t>(h)] = mx;
+                        den[h] = den[h] * a + psum;
+                        m[h] = mx;
                     }
                 }
-                float* o = out.f32_row(t);
                 for (int64_t h = 0; h < H; ++h) {
-                    const float dn = den[static_cast<size_t>(h)] +
-                                     std::exp(sink[h] - m[static_cast<size_t>(h)]);
-                    const float* ah = acc.data() + h * hd;
-                    for (int64_t i = 0; i < hd; ++i) {
-                        o[h * hd + i] = quant::round_bf16(ah[i] / dn);
-                    }
+                    const float dn = den[h] + std::exp(sink[h] - m[h]);
+                    float* ah = acc + h * hd;
+                    for (int64_t i = 0; i < hd; ++i) ah[i] = quant::round_bf16(ah[i] / dn);
                 }
             }
         },
@@ -449,7 +471,7 @@ void cpu_backend::moe41(const tensor& xq, const tensor& sel, const tensor& weigh
     const int64_t D = xq.ne[0];
     const int64_t F = w.gate_exps.ne[1];
     MAGNETAR_ASSERT(ws.slots.ne[0] >= 2 * n * k + E + 1 && ws.xg.n_rows() >= n * k &&
-                        F % quant::kFp8Block == 0,
+                        F % quant::kFp8Block == 0 && k <= kMaxUsed41,
                     "moe41: workspace");
     int32_t* order = ws.slots.i32();
     int32_t* row_of = order + n * k;
@@ -489,16 +511,16 @@ void cpu_backend::moe41(const tensor& xq, const tensor& sel, const tensor& weigh
     pool_.parallel_for(
         n,
         [&](int64_t t0, int64_t t1, int) {
-            std::vector<std::pair<int32_t, int32_t>> by_expert(static_cast<size_t>(k));
+            std::pair<int32_t, int32_t> by_expert[kMaxUsed41];
             for (int64_t t = t0; t < t1; ++t) {
                 for (int64_t i = 0; i < k; ++i) {
-                    by_expert[static_cast<size_t>(i)] = {sel.i32_row(t)[i], row_of[t * k + i]};
+                    by_expert[i] = {sel.i32_row(t)[i], row_of[t * k + i]};
                 }
-                std::sort(by_expert.begin(), by_expert.end());
+                std::sort(by_expert, by_expert + k);
                 float* o = out.f32_row(t);
                 std::fill_n(o, D, 0.0f);
-                for (const auto& [e, row] : by_expert) {
-                    const float* ci = ws.contrib.f32_row(row);
+                for (int64_t i = 0; i < k; ++i) {
+                    const float* ci = ws.contrib.f32_row(by_expert[i].second);
                     for (int64_t d = 0; d < D; ++d) o[d] += ci[d];
                 }
             }
