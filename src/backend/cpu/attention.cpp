@@ -137,6 +137,17 @@ void cpu_backend::indexer_topk(const indexer_params& p, const tensor& qi, const 
         std::sort(idx, idx + K);
         std::copy(idx, idx + K, out);
     };
+    // Rows token t scores, or 0 when it attends every visible row (its selection is all -1).
+    auto scored_rows = [&](int64_t t) -> int64_t {
+        const int64_t n_vis = (p.p0 + t + 1) / p.ratio;
+        if (n_vis <= K) {
+            std::fill_n(sel.i32_row(t), K, -1);
+            return 0;
+        }
+        MAGNETAR_ASSERT(static_cast<size_t>(n_vis) <= scratch_floats_ / 2,
+                        "indexer scratch too small");
+        return n_vis;
+    };
     const int64_t n_tok = qi.n_rows();
     if (n_tok < pool_.size()) {
         // Decode (fewer tokens than threads): the rows of each token are scored by every thread
@@ -145,13 +156,8 @@ void cpu_backend::indexer_topk(const indexer_params& p, const tensor& qi, const 
         float* score = scratch(0);
         auto* idx = reinterpret_cast<int32_t*>(score + (scratch_floats_ / 2));
         for (int64_t t = 0; t < n_tok; ++t) {
-            const int64_t n_vis = (p.p0 + t + 1) / p.ratio;
-            if (n_vis <= K) {
-                std::fill_n(sel.i32_row(t), K, -1);
-                continue;
-            }
-            MAGNETAR_ASSERT(static_cast<size_t>(n_vis) <= scratch_floats_ / 2,
-                            "indexer scratch too small");
+            const int64_t n_vis = scored_rows(t);
+            if (n_vis == 0) continue;
             pool_.parallel_for(
                 n_vis, [&](int64_t s0, int64_t s1, int) { score_rows(t, s0, s1, score); }, 64);
             select(n_vis, score, idx, sel.i32_row(t));
@@ -164,13 +170,8 @@ void cpu_backend::indexer_topk(const indexer_params& p, const tensor& qi, const 
             float* score = scratch(th);
             auto* idx = reinterpret_cast<int32_t*>(score + (scratch_floats_ / 2));
             for (int64_t t = t0; t < t1; ++t) {
-                const int64_t n_vis = (p.p0 + t + 1) / p.ratio;
-                if (n_vis <= K) {
-                    std::fill_n(sel.i32_row(t), K, -1);
-                    continue;
-                }
-                MAGNETAR_ASSERT(static_cast<size_t>(n_vis) <= scratch_floats_ / 2,
-                                "indexer scratch too small");
+                const int64_t n_vis = scored_rows(t);
+                if (n_vis == 0) continue;
                 score_rows(t, 0, n_vis, score);
                 select(n_vis, score, idx, sel.i32_row(t));
             }
@@ -223,7 +224,8 @@ void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, c
                 const int64_t n_heads = std::min<int64_t>(2, H - h0);
                 // Both score rows side by side when the scratch holds them, else one head at a
                 // time (the same results).
-                const bool pair = n_heads == 2 && static_cast<size_t>(2 * n_keys) <= scratch_floats_;
+                const bool pair =
+                    n_heads == 2 && static_cast<size_t>(2 * n_keys) <= scratch_floats_;
                 MAGNETAR_ASSERT(static_cast<size_t>(n_keys) <= scratch_floats_,
                                 "attention scratch too small");
                 for (int64_t h = h0; h < h0 + n_heads; h += pair ? 2 : 1) {
