@@ -23,6 +23,7 @@
 
 #include "backend/cpu/simd/simd.h"
 #include "cli/bench_command.h"
+#include "cli/common.h"
 #include "core/error.h"
 #include "core/format.h"
 #include "core/rng.h"
@@ -84,12 +85,6 @@ double process_cpu_seconds() {
 
 double seconds_since(clock_type::time_point t0) {
     return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
 }
 
 // One streaming read of the whole buffer on the pool (widest loads of the active level);

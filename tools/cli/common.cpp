@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -14,6 +15,12 @@ std::string resolve_model_path(const std::string& flag) {
     if (!found.empty()) return found;
     throw Error(std::string("no model given: pass -m FILE, set MAGNETAR_MODEL, or create the default model ") +
                 kDefaultModelRelPath + " with scripts/setup.sh");
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
 }
 
 }  // namespace magnetar::cli

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace magnetar::cli {
 
@@ -12,5 +13,9 @@ constexpr const char* kDefaultModelRelPath = "models/magnetar-tiny.gguf";
 // searched upwards from the current directory and from the executable's directory.
 // Throws magnetar::Error explaining the three options when nothing is found.
 std::string resolve_model_path(const std::string& flag);
+
+// Median of the values (the mean of the middle two for an even count), 0 for none: how the
+// benchmarks summarize repeated passes.
+double median(std::vector<double> v);
 
 }  // namespace magnetar::cli

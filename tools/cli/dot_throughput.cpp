@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/simd/simd.h"
+#include "cli/common.h"
 #include "core/thread_pool.h"
 
 namespace magnetar::cli {
@@ -25,7 +26,8 @@ double measure(thread_pool& pool, loop_fn fn, int threads, int passes, double pa
         const auto t0 = std::chrono::steady_clock::now();
         fn(rounds, &macs);
         const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
         if (ms >= 5.0 || rounds >= (uint64_t{1} << 40)) {
             rounds = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(rounds) *
                                                                  pass_ms / std::max(ms, 1e-3)));
@@ -45,15 +47,13 @@ double measure(thread_pool& pool, loop_fn fn, int threads, int passes, double pa
                 done.fetch_add(m, std::memory_order_relaxed);
             }
         });
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (s > 0) rates.push_back(2.0 * static_cast<double>(done.load()) / s * 1e-9);
     }
     volatile uint64_t keep = sink.load();
     (void)keep;
-    if (rates.empty()) return 0;
-    std::sort(rates.begin(), rates.end());
-    const size_t n = rates.size();
-    return n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
+    return median(rates);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/simd/simd.h"
+#include "cli/common.h"
 #include "core/error.h"
 #include "core/format.h"
 #include "core/thread_pool.h"
@@ -65,16 +66,12 @@ read_bandwidth measure_read_bandwidth(int threads, uint64_t bytes, int passes) {
     }
     volatile uint64_t sink = 0;
     for (uint64_t v : sums) sink = sink + v;
-    std::sort(gbs.begin(), gbs.end());
     read_bandwidth r;
     r.bytes = bytes;
     r.passes = passes;
     r.threads = threads;
-    if (!gbs.empty()) {
-        const size_t n = gbs.size();
-        r.gbs = n % 2 ? gbs[n / 2] : 0.5 * (gbs[n / 2 - 1] + gbs[n / 2]);
-        r.best_gbs = gbs.back();
-    }
+    r.gbs = median(gbs);
+    if (!gbs.empty()) r.best_gbs = *std::max_element(gbs.begin(), gbs.end());
     return r;
 }
 
