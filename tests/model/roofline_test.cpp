@@ -286,8 +286,9 @@ TEST(Roofline, FlashPrefillFlopsByHand) {
     for (const block_bytes& b : rl.blocks()) fixed += b.fixed_macs;
     EXPECT_EQ(rl.prefill_flops(2047),
               2.0 * static_cast<double>(fixed + 43 * 6 * expert + rl.attention_macs(2047)));
-    EXPECT_EQ(rl.prefill_flops(4095), 2.0 * static_cast<double>(fixed + 43 * 6 * expert +
-                                                                21 * idx_q + rl.attention_macs(4095)));
+    EXPECT_EQ(rl.prefill_flops(4095),
+              2.0 * static_cast<double>(fixed + 43 * 6 * expert + 21 * idx_q +
+                                        rl.attention_macs(4095)));
     // About 13 G multiply-adds per token without the head: the "13B active" of V4 Flash.
     EXPECT_GT(rl.prefill_flops(2047), 2 * 11e9);
     EXPECT_LT(rl.prefill_flops(2047), 2 * 14e9);

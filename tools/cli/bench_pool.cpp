@@ -67,7 +67,8 @@ int bench(const args& a) {
     struct scenario {
         double work_us, gap_us;
     };
-    const std::vector<scenario> scenarios = {{0, 0}, {2, 2}, {10, 5}, {50, 10}, {10, 100}, {10, 500}};
+    const std::vector<scenario> scenarios = {{0, 0},   {2, 2},    {10, 5},
+                                             {50, 10}, {10, 100}, {10, 500}};
     thread_pool sleeping(threads, 0);
     thread_pool polling(threads, a.spin_us);
     std::FILE* csv = nullptr;
@@ -78,9 +79,10 @@ int bench(const args& a) {
         csv = csv_file.get();
         std::fprintf(csv, "threads,work_us,gap_us,mode,us_per_loop,overhead_us,sleeps_per_loop\n");
     }
-    std::printf("thread pool hand-off: %d threads, %d loops per row; polling workers spin %d us "
-                "before they sleep\n",
-                threads, a.loops, a.spin_us);
+    std::printf(
+        "thread pool hand-off: %d threads, %d loops per row; polling workers spin %d us "
+        "before they sleep\n",
+        threads, a.loops, a.spin_us);
     std::printf("%8s %8s | %-28s | %-28s | %s\n", "work us", "gap us", "sleeping: us/loop (over)",
                 "polling: us/loop (over)", "speed-up");
     for (const scenario& sc : scenarios) {
@@ -90,10 +92,11 @@ int bench(const args& a) {
         const result s = run_chain(sleeping, a.loops, sc.work_us, sc.gap_us);
         const result p = run_chain(polling, a.loops, sc.work_us, sc.gap_us);
         const double ideal = sc.work_us + sc.gap_us;
-        std::printf("%8.0f %8.0f | %8.2f (%6.2f) %5.2f sleeps | %8.2f (%6.2f) %5.2f sleeps | %.2fx\n",
-                    sc.work_us, sc.gap_us, s.us_per_loop, s.us_per_loop - ideal, s.sleeps_per_loop,
-                    p.us_per_loop, p.us_per_loop - ideal, p.sleeps_per_loop,
-                    p.us_per_loop > 0 ? s.us_per_loop / p.us_per_loop : 0.0);
+        std::printf(
+            "%8.0f %8.0f | %8.2f (%6.2f) %5.2f sleeps | %8.2f (%6.2f) %5.2f sleeps | %.2fx\n",
+            sc.work_us, sc.gap_us, s.us_per_loop, s.us_per_loop - ideal, s.sleeps_per_loop,
+            p.us_per_loop, p.us_per_loop - ideal, p.sleeps_per_loop,
+            p.us_per_loop > 0 ? s.us_per_loop / p.us_per_loop : 0.0);
         if (csv) {
             for (const auto& [mode, r] : {std::pair<const char*, result>{"sleeping", s},
                                           std::pair<const char*, result>{"polling", p}}) {
@@ -113,9 +116,10 @@ action setup(CLI::App& sub) {
     sub.add_option("--spin-us", a->spin_us, "Polling time of the polling pool, microseconds")
         ->capture_default_str();
     sub.add_option("--csv", a->csv, "Also write the rows as CSV here");
-    sub.footer("Each row: a chain of parallel loops, each with `work` us of busy work per thread, "
-               "separated by `gap` us of serial work on the caller; overhead = us per loop - "
-               "(work + gap).");
+    sub.footer(
+        "Each row: a chain of parallel loops, each with `work` us of busy work per thread, "
+        "separated by `gap` us of serial work on the caller; overhead = us per loop - "
+        "(work + gap).");
     return [a]() { return bench(*a); };
 }
 

@@ -107,7 +107,8 @@ void cpu_backend::qdq_rows(const tensor& x, qdq_format fmt, const tensor& packed
     // Per-thread scratch: one row's codes [w] then its scales [w/16 + 1] (bytes).
     const size_t code_bytes = static_cast<size_t>(w);
     MAGNETAR_ASSERT(code_bytes + code_bytes / 16 + 1 <= scratch_floats_ * sizeof(float),
-                    "qdq_rows: row wider than the backend scratch (reserve with the model's limits)");
+                    "qdq_rows: row wider than the backend scratch (reserve with the model's "
+                    "limits)");
     pool_.parallel_for(
         x.n_rows(),
         [&](int64_t r0, int64_t r1, int th) {
@@ -235,8 +236,8 @@ void cpu_backend::compressor41(const compressor41_params& p, const tensor& a, co
     const int64_t r = p.ratio;
     const int64_t dh = a.ne[0];
     const int64_t n = a.n_rows();
-    MAGNETAR_ASSERT(r >= 2 && r <= kMaxRatio41 && b.ne[0] == dh && state_a.ne[0] == dh && state_a.n_rows() == r &&
-                        state_b.n_rows() == r && z.ne[0] == dh &&
+    MAGNETAR_ASSERT(r >= 2 && r <= kMaxRatio41 && b.ne[0] == dh && state_a.ne[0] == dh &&
+                        state_a.n_rows() == r && state_b.n_rows() == r && z.ne[0] == dh &&
                         z.n_rows() == (p.p0 + n) / r - p.p0 / r,
                     "compressor41: shapes");
     int64_t out = 0;

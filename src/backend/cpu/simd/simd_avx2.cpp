@@ -122,7 +122,8 @@ uint64_t peak_int8(uint64_t rounds, uint64_t* macs) {
     for (uint64_t r = 0; r < rounds; ++r) {
         asm volatile("" : "+x"(u));  // opaque: no hoisting or folding
         for (int k = 0; k < kChains; ++k) {
-            acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s[k]), ones));
+            acc[k] =
+                _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s[k]), ones));
         }
     }
     *macs = rounds * kChains * 32;
