@@ -773,6 +773,16 @@ TEST(SimdMxfp4, Q8FamilyAtEveryExponent) {
 // The benchmark's arithmetic-ceiling loops (simd::peak_int8 / peak_f32) report work in
 // proportion to their rounds and compute the same value on every call, so the bench's dot
 // throughput is a count of work done, not of calls.
+#if defined(MAGNETAR_TEST_EMULATED_AVX512)
+// The emulated-AVX-512 build (test_simd_emu512) must really run the AVX-512 level wherever AVX2
+// runs, or every test above would pass without touching it.
+TEST(SimdEmulated, Avx512LevelRunsWhereAvx2Does) {
+    if (!simd::cpu_supports(isa_level::avx2)) GTEST_SKIP() << "no AVX2: nothing to emulate on";
+    EXPECT_TRUE(simd::cpu_supports(isa_level::avx512));
+    EXPECT_NE(simd::q8_matmul_at(isa_level::avx512, ggml_type::IQ2_XXS), nullptr);
+}
+#endif
+
 TEST(SimdPeak, LoopsCountTheirWork) {
     for (auto fn : {simd::peak_int8, simd::peak_f32}) {
         uint64_t m1 = 0, m2 = 0, m3 = 0;

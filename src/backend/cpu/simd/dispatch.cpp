@@ -41,6 +41,11 @@ const cpu_features& features() {
                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
         r.avx512bf16 = r.avx512 && __builtin_cpu_supports("avx512bf16");
+#if defined(MAGNETAR_SIMD_EMULATE_AVX512)
+        // Emulated-AVX-512 test build: the AVX-512 units run on SIMDe over AVX2.
+        r.avx512 = r.avx2;
+        r.avx512bf16 = r.avx2;
+#endif
         return r;
     }();
     return f;
@@ -327,6 +332,9 @@ vec_dot_fn vec_dot_at(isa_level level, ggml_type wt) {
 q8_matmul_fn q8_matmul_at(isa_level level, ggml_type wt) {
     const int slot = detail::slot_of(wt);
     if (slot < 0 || !cpu_supports(level)) return nullptr;
+    if (wt == ggml_type::BF16 && level == isa_level::avx512 && features().avx512bf16) {
+        return detail::bf16_matmul_avx512bf16();
+    }
     return table_of(level).q8_matmul[slot];
 }
 

@@ -1,5 +1,6 @@
 // q8-activation kernels (GGML-compatible family) with 256-bit integer SIMD, compiled in each
-// ISA translation unit: AVX2, and AVX-512 where VNNI replaces the u8 x s8 multiply-add pairs.
+// ISA translation unit: AVX2, and AVX-512 where VNNI replaces the u8 x s8 multiply-add pairs
+// (that unit defines MAGNETAR_SIMD_VNNI).
 //
 // Owns: activation converters that reproduce quant/quantize_act.h byte for byte, and dot
 // products that sum integer products exactly per block and scale them in float, like GGML's
@@ -39,7 +40,7 @@ inline float h2f(uint16_t h) {
 // Sum of products of unsigned bytes u (<= 128 after abs) and signed bytes s, as 8 int32 lanes
 // of four products each.
 inline __m256i dot_u8s8(__m256i u, __m256i s) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if defined(MAGNETAR_SIMD_VNNI)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 #else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
@@ -537,20 +538,6 @@ float dot_tile(const void* w, const void* a, int64_t n) {
 // Matrix products over converted activations
 // ---------------------------------------------------------------------------------------------
 
-// Float weight types: one row at a time (the activation is the weight's own float type).
-template <vec_dot_fn Dot>
-void matmul_rows(const tensor& w, const void* act, size_t stride, const tensor& y, int64_t r0,
-                 int64_t r1) {
-    const int64_t n = w.ne[0];
-    const int64_t n_tok = y.ne[1];
-    const auto* base = static_cast<const uint8_t*>(act);
-    for (int64_t o = r0; o < r1; ++o) {
-        const uint8_t* wr = w.row_ptr(o);
-        for (int64_t t = 0; t < n_tok; ++t)
-            y.f32_row(t)[o] = Dot(wr, base + static_cast<size_t>(t) * stride, n);
-    }
-}
-
 // Rows [o, o + NR) against tokens [t0, t0 + n) in tiles of at most NT tokens.
 template <class K, int NR, int NT>
 void rows_tokens(const tensor& w, const uint8_t* act, size_t stride, const tensor& y, int64_t o,
@@ -610,12 +597,12 @@ inline void fill(detail::kernel_table& k) {
     k.dot[detail::slot_q2_K] = dot_q2_K;
     k.dot[detail::slot_iq2_xxs] = dot_tile<k_iq2_xxs>;
     k.dot[detail::slot_mxfp4] = dot_tile<k_mxfp4>;
-    k.q8_matmul[detail::slot_f32] = matmul_rows<dot_f32>;
-    k.q8_matmul[detail::slot_f16] = matmul_rows<dot_f16>;
-    k.q8_matmul[detail::slot_bf16] = matmul_rows<dot_bf16>;
+    k.q8_matmul[detail::slot_f32] = detail::matmul_rows<dot_f32>;
+    k.q8_matmul[detail::slot_f16] = detail::matmul_rows<dot_f16>;
+    k.q8_matmul[detail::slot_bf16] = detail::matmul_rows<dot_bf16>;
     k.q8_matmul[detail::slot_q8_0] = matmul_tiles<k_q8_0, 4, 2, 4>;
     k.q8_matmul[detail::slot_q4_K] = matmul_tiles<k_q4_K, 1, 2, 4>;
-    k.q8_matmul[detail::slot_q2_K] = matmul_rows<dot_q2_K>;
+    k.q8_matmul[detail::slot_q2_K] = detail::matmul_rows<dot_q2_K>;
     k.q8_matmul[detail::slot_iq2_xxs] = matmul_tiles<k_iq2_xxs, 1, 2, 4>;
     k.q8_matmul[detail::slot_mxfp4] = matmul_tiles<k_mxfp4, 4, 2, 4>;
     k.quantize_q8_0 = quantize_q8_0;

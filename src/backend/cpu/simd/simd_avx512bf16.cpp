@@ -5,7 +5,7 @@
 // -Wuninitialized reports once inlined (GCC bug 105593, fixed in GCC 13).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "backend/cpu/simd/avx512_intrinsics.h"
 
 #include <cstdint>
 
@@ -36,6 +36,10 @@ float dot_bf16(const void* w, const void* a, int64_t n) {
 
 vec_dot_fn bf16_dot_avx512bf16() {
     return dot_bf16;
+}
+
+q8_matmul_fn bf16_matmul_avx512bf16() {
+    return matmul_rows<dot_bf16>;
 }
 
 }  // namespace magnetar::cpu::simd::detail

@@ -54,8 +54,10 @@ struct kernel_table {
 const kernel_table& table_scalar();
 const kernel_table& table_avx2();
 const kernel_table* table_avx512();
-// The BF16 x BF16 dot with AVX512-BF16 instructions (null if not compiled).
+// The BF16 x BF16 dot with AVX512-BF16 instructions and the q8-family product over it (so
+// tiles equal vec_dot bit for bit on those CPUs too).
 vec_dot_fn bf16_dot_avx512bf16();
+q8_matmul_fn bf16_matmul_avx512bf16();
 
 // IQ2_XXS tables of the f32-activation family: grid entries as 8 floats (the magnitudes 8, 25,
 // 43) and sign patterns as 8 float sign-bit masks. Built once, before first use. (The
@@ -86,6 +88,21 @@ template <rows_fn F>
 void matmul_wrap(const tensor& w, const tensor& x, const tensor& y, int64_t r0, int64_t r1,
                  float*) {
     matmul_via_rows(F, w, x, y, r0, r1);
+}
+
+// A q8-activation product from a vec_dot, one (row, token) pair at a time: the float weight
+// types (the activation is the weight's own float type) and kernels without tiles.
+template <vec_dot_fn Dot>
+void matmul_rows(const tensor& w, const void* act, size_t stride, const tensor& y, int64_t r0,
+                 int64_t r1) {
+    const int64_t n = w.ne[0];
+    const int64_t n_tok = y.ne[1];
+    const auto* base = static_cast<const uint8_t*>(act);
+    for (int64_t o = r0; o < r1; ++o) {
+        const uint8_t* wr = w.row_ptr(o);
+        for (int64_t t = 0; t < n_tok; ++t)
+            y.f32_row(t)[o] = Dot(wr, base + static_cast<size_t>(t) * stride, n);
+    }
 }
 
 // Tokens handled per row-pointer tile by the wrappers.
