@@ -17,6 +17,7 @@ packages=(
     nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libssl-dev libedit-dev
     clang libclang-rt-14-dev
     libopenmpi-dev openmpi-bin
+    libsimde-dev
     python3 python3-torch python3-numpy
 )
 # Node.js and npm run the reference tokenizer. Keep an existing installation (it may come
