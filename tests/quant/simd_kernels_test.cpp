@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/simd/simd.h"
 #include "core/rng.h"
 #include "golden.h"
@@ -773,6 +775,58 @@ TEST(SimdMxfp4, Q8FamilyAtEveryExponent) {
 // The benchmark's arithmetic-ceiling loops (simd::peak_int8 / peak_f32) report work in
 // proportion to their rounds and compute the same value on every call, so the bench's dot
 // throughput is a count of work done, not of calls.
+// The indexer's scores: the scalar twin against the definition (dot_f32 per head, heads summed
+// in order), and every SIMD level against the twin, bit for bit: head counts odd and even, row
+// lengths with and without a tail after the last 16, odd key counts, padded key rows.
+TEST(SimdIndex, ScoresEqualTheDefinitionBitForBit) {
+    Rng rng(77);
+    auto normal = [&] { return rng.normal(); };
+    std::vector<isa_level> levels = simd_levels();
+    const simd::index_scores_fn twin = simd::index_scores_at(isa_level::scalar);
+    ASSERT_NE(twin, nullptr);
+    ASSERT_NE(simd::index_scores(), nullptr);
+    for (int64_t hd : {128, 64, 33, 16, 7}) {
+        for (int64_t nh : {64, 3, 2, 1}) {
+            for (int64_t n : {1, 2, 3, 17}) {
+                const int64_t stride = hd + 5;
+                std::vector<float> q(static_cast<size_t>(nh * hd)), w(static_cast<size_t>(nh));
+                std::vector<float> keys(static_cast<size_t>(n * stride),
+                                        std::numeric_limits<float>::quiet_NaN());
+                for (float& v : q) v = normal();
+                for (float& v : w) v = normal();
+                for (int64_t s = 0; s < n; ++s) {
+                    for (int64_t i = 0; i < hd; ++i) keys[s * stride + i] = normal();
+                }
+                const float scale = 0.0883883f;
+                std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+                for (int64_t s = 0; s < n; ++s) {
+                    float acc = 0.0f;
+                    for (int64_t h = 0; h < nh; ++h) {
+                        const float d = cpu::dot_f32(q.data() + h * hd, keys.data() + s * stride, hd);
+                        acc += (w[h] * scale) * std::max(d, 0.0f);
+                    }
+                    want[s] = acc;
+                }
+                twin(q.data(), w.data(), scale, nh, hd, keys.data(), stride, n, got.data());
+                const std::string tag = "hd " + std::to_string(hd) + " heads " +
+                                        std::to_string(nh) + " keys " + std::to_string(n);
+                for (int64_t s = 0; s < n; ++s) {
+                    ASSERT_EQ(f32_to_bits(got[s]), f32_to_bits(want[s])) << "scalar " << tag;
+                }
+                for (isa_level l : levels) {
+                    std::fill(got.begin(), got.end(), -1.0f);
+                    simd::index_scores_at(l)(q.data(), w.data(), scale, nh, hd, keys.data(), stride,
+                                             n, got.data());
+                    for (int64_t s = 0; s < n; ++s) {
+                        ASSERT_EQ(f32_to_bits(got[s]), f32_to_bits(want[s]))
+                            << simd::level_name(l) << " " << tag << " key " << s;
+                    }
+                }
+            }
+        }
+    }
+}
+
 #if defined(MAGNETAR_TEST_EMULATED_AVX512)
 // The emulated-AVX-512 build (test_simd_emu512) must really run the AVX-512 level wherever AVX2
 // runs, or every test above would pass without touching it.

@@ -366,6 +366,16 @@ void q8_matmul(thread_pool& pool, const tensor& w, const tensor& x, const tensor
         min_units(n_in * n_tok));
 }
 
+index_scores_fn index_scores_at(isa_level level) {
+    if (!cpu_supports(level)) return nullptr;
+    return table_of(level).index_scores;
+}
+
+index_scores_fn index_scores() {
+    static const index_scores_fn fn = table_of(active_level()).index_scores;
+    return fn;
+}
+
 uint64_t stream_sum(const void* data, size_t bytes) {
     MAGNETAR_ASSERT(bytes % 256 == 0, "stream_sum: size must be a multiple of 256 bytes");
     return table_of(active_level()).stream_sum(data, bytes);

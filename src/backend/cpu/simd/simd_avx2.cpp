@@ -80,6 +80,7 @@ struct V {
 #define MAGNETAR_SIMD_NS avx2
 #include "backend/cpu/simd/f32act_kernels.h"
 #include "backend/cpu/simd/q8act_kernels.h"
+#include "backend/cpu/simd/index_kernels.h"
 
 namespace magnetar::cpu::simd::avx2 {
 
@@ -164,6 +165,7 @@ const kernel_table& table_avx2() {
         k.stream_sum = avx2::stream_sum;
         k.peak_int8 = avx2::peak_int8;
         k.peak_f32 = avx2::peak_f32;
+        k.index_scores = avx2::idx::index_scores;
         return k;
     }();
     return table;

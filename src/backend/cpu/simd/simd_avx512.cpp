@@ -81,6 +81,7 @@ struct V {
 #define MAGNETAR_SIMD_VNNI 1
 #include "backend/cpu/simd/f32act_kernels.h"
 #include "backend/cpu/simd/q8act_kernels.h"
+#include "backend/cpu/simd/index_kernels.h"
 
 namespace magnetar::cpu::simd::avx512 {
 
@@ -154,6 +155,7 @@ const kernel_table* table_avx512() {
         k.stream_sum = avx512::stream_sum;
         k.peak_int8 = avx512::peak_int8;
         k.peak_f32 = avx512::peak_f32;
+        k.index_scores = avx512::idx::index_scores;
         return k;
     }();
     return &table;

@@ -47,6 +47,7 @@ struct kernel_table {
     uint64_t (*stream_sum)(const void* data, size_t bytes) = nullptr;
     uint64_t (*peak_int8)(uint64_t rounds, uint64_t* macs) = nullptr;
     uint64_t (*peak_f32)(uint64_t rounds, uint64_t* macs) = nullptr;
+    index_scores_fn index_scores = nullptr;
 };
 
 

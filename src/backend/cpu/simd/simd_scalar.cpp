@@ -5,10 +5,12 @@
 // rounding) into lane i % 16 in increasing i, zero-padded to a multiple of 16, lanes reduced
 // pairwise. The SIMD variants must equal it bit for bit.
 // q8-activation twin: the reference quantizers and dot products of src/quant.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/simd/simd_internal.h"
 #include "quant/dot_ref.h"
 #include "quant/quantize_act.h"
@@ -99,6 +101,25 @@ uint64_t peak_int8(uint64_t rounds, uint64_t* macs) {
     return h;
 }
 
+// The indexer's scores as the definition in simd.h: two heads per pass over each key
+// (dot_f32_x2, the same bits as two dot_f32 calls).
+void index_scores(const float* q, const float* w, float scale, int64_t n_head, int64_t hd,
+                  const float* keys, int64_t key_stride, int64_t n_keys, float* score) {
+    for (int64_t s = 0; s < n_keys; ++s) {
+        const float* k = keys + s * key_stride;
+        float acc = 0.0f;
+        int64_t h = 0;
+        for (; h + 2 <= n_head; h += 2) {
+            float dp[2];
+            dot_f32_x2(q + h * hd, q + (h + 1) * hd, k, hd, dp);
+            acc += (w[h] * scale) * std::max(dp[0], 0.0f);
+            acc += (w[h + 1] * scale) * std::max(dp[1], 0.0f);
+        }
+        for (; h < n_head; ++h) acc += (w[h] * scale) * std::max(dot_f32(q + h * hd, k, hd), 0.0f);
+        score[s] = acc;
+    }
+}
+
 uint64_t peak_f32(uint64_t rounds, uint64_t* macs) {
     float acc[8] = {};
     float x = 1.0f;
@@ -132,6 +153,7 @@ const kernel_table& table_scalar() {
         k.stream_sum = stream_sum;
         k.peak_int8 = peak_int8;
         k.peak_f32 = peak_f32;
+        k.index_scores = index_scores;
         return k;
     }();
     return table;
