@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/simd/simd.h"
 
 namespace magnetar::backend {
 
@@ -105,27 +106,17 @@ void cpu_backend::indexer_topk(const indexer_params& p, const tensor& qi, const 
     const int64_t nh = p.n_head;
     MAGNETAR_ASSERT(qi.ne[0] == nh * hd && wgt.ne[0] == nh && rows.ne[0] == hd && sel.ne[0] == K,
                     "indexer_topk: shapes");
-    // Score of compressed row s for token t: sum over heads of w_h * relu(q_h . k_s). Each
-    // score is computed by the same code whichever thread runs it.
+    // Score of compressed row s for token t: sum over heads of w_h * relu(q_h . k_s), by the
+    // SIMD library's kernel (two rows against two heads per pass; the same bits at every ISA
+    // level and for any split of the rows). Each score is computed by the same code whichever
+    // thread runs it.
+    MAGNETAR_ASSERT(rows.nb[0] == sizeof(float) && rows.nb[1] % sizeof(float) == 0,
+                    "indexer_topk: key rows must be F32");
+    const cpu::simd::index_scores_fn index_scores = cpu::simd::index_scores();
+    const int64_t key_stride = static_cast<int64_t>(rows.nb[1] / sizeof(float));
     auto score_rows = [&](int64_t t, int64_t s0, int64_t s1, float* score) {
-        const float* q = qi.f32_row(t);
-        const float* w = wgt.f32_row(t);
-        for (int64_t s = s0; s < s1; ++s) {
-            const float* k = rows.f32_row(s);
-            float acc = 0.0f;
-            int64_t h = 0;
-            for (; h + 2 <= nh; h += 2) {  // two heads per pass over the key, as dot_f32 each
-                float dp[2];
-                cpu::dot_f32_x2(q + h * hd, q + (h + 1) * hd, k, hd, dp);
-                acc += (w[h] * p.weight_scale) * std::max(dp[0], 0.0f);
-                acc += (w[h + 1] * p.weight_scale) * std::max(dp[1], 0.0f);
-            }
-            for (; h < nh; ++h) {
-                const float dp = cpu::dot_f32(q + h * hd, k, hd);
-                acc += (w[h] * p.weight_scale) * std::max(dp, 0.0f);
-            }
-            score[s] = acc;
-        }
+        index_scores(qi.f32_row(t), wgt.f32_row(t), p.weight_scale, nh, hd, rows.f32_row(s0),
+                     key_stride, s1 - s0, score + s0);
     };
     // The K best of n_vis scores (higher first, then lower index), written in ascending order.
     auto select = [&](int64_t n_vis, float* score, int32_t* idx, int32_t* out) {
@@ -179,6 +170,42 @@ void cpu_backend::indexer_topk(const indexer_params& p, const tensor& qi, const 
         1);
 }
 
+namespace {
+
+// o[h][i] = sum over keys k, in increasing k, of e[h][k] * keys[k][i] for M heads: each output
+// element is the same chain of products and sums (from 0) as adding key after key into a
+// zeroed row, so the same bits; computed 16 elements at a time with the partial sums of both
+// heads in registers across the keys, so each value load serves M heads and nothing is stored
+// until the chain ends.
+template <int M>
+void weighted_sum(const float* const* keys, int64_t n_keys, float* const* e, int64_t hd,
+                  float* const* o) {
+    typedef float v4 __attribute__((vector_size(16)));
+    int64_t i = 0;
+    for (; i + 16 <= hd; i += 16) {
+        v4 acc[M][4] = {};
+        for (int64_t k = 0; k < n_keys; ++k) {
+            v4 x[4];
+            std::memcpy(x, keys[k] + i, sizeof(x));
+            for (int h = 0; h < M; ++h) {
+                const float eh = e[h][k];
+                const v4 ev = {eh, eh, eh, eh};
+                for (int c = 0; c < 4; ++c) acc[h][c] += ev * x[c];
+            }
+        }
+        for (int h = 0; h < M; ++h) std::memcpy(o[h] + i, acc[h], sizeof(acc[h]));
+    }
+    for (; i < hd; ++i) {
+        for (int h = 0; h < M; ++h) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < n_keys; ++k) acc += e[h][k] * keys[k][i];
+            o[h][i] = acc;
+        }
+    }
+}
+
+}  // namespace
+
 void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, const tensor& kv,
                                    const tensor& ring, const tensor& comp, const tensor& sel,
                                    const tensor& sinks, const tensor& out) {
@@ -222,24 +249,27 @@ void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, c
                 };
                 const int64_t n_keys = n_raw + n_comp;
                 const int64_t n_heads = std::min<int64_t>(2, H - h0);
-                // Both score rows side by side when the scratch holds them, else one head at a
-                // time (the same results).
-                const bool pair =
-                    n_heads == 2 && static_cast<size_t>(2 * n_keys) <= scratch_floats_;
-                MAGNETAR_ASSERT(static_cast<size_t>(n_keys) <= scratch_floats_,
+                // Scratch: the keys' row pointers (two floats each), then the score rows of both
+                // heads side by side when the scratch holds them, else one head at a time (the
+                // same results).
+                MAGNETAR_ASSERT(static_cast<size_t>(3 * n_keys) <= scratch_floats_,
                                 "attention scratch too small");
+                const bool pair =
+                    n_heads == 2 && static_cast<size_t>(4 * n_keys) <= scratch_floats_;
+                auto** keys = reinterpret_cast<const float**>(w);
+                for (int64_t k = 0; k < n_keys; ++k) keys[k] = key_at(k);
+                float* scores = w + 2 * n_keys;
                 for (int64_t h = h0; h < h0 + n_heads; h += pair ? 2 : 1) {
                     const int64_t m = pair ? 2 : 1;
                     const float* qh[2] = {q.f32_row(t) + h * hd, q.f32_row(t) + (h + m - 1) * hd};
-                    float* wh[2] = {w, w + (m - 1) * n_keys};
+                    float* wh[2] = {scores, scores + (m - 1) * n_keys};
                     float mx[2] = {sink[h], sink[h + m - 1]};
                     for (int64_t k = 0; k < n_keys; ++k) {
-                        const float* key = key_at(k);
                         float d[2];
                         if (m == 2) {
-                            cpu::dot_f32_x2(qh[0], qh[1], key, hd, d);
+                            cpu::dot_f32_x2(qh[0], qh[1], keys[k], hd, d);
                         } else {
-                            d[0] = cpu::dot_f32(qh[0], key, hd);
+                            d[0] = cpu::dot_f32(qh[0], keys[k], hd);
                         }
                         for (int64_t i = 0; i < m; ++i) {
                             wh[i][k] = d[i] * p.scale;
@@ -254,27 +284,15 @@ void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, c
                             den[i] += wh[i][k];
                         }
                     }
-                    float* o0 = out.f32_row(t) + h * hd;
-                    float* o1 = out.f32_row(t) + (h + m - 1) * hd;
-                    std::fill_n(o0, hd, 0.0f);
-                    std::fill_n(o1, hd, 0.0f);
-                    for (int64_t k = 0; k < n_keys; ++k) {
-                        const float* v = key_at(k);
-                        const float e0 = wh[0][k];
-                        if (m == 2) {
-                            const float e1 = wh[1][k];
-                            for (int64_t i = 0; i < hd; ++i) {
-                                o0[i] += e0 * v[i];
-                                o1[i] += e1 * v[i];
-                            }
-                        } else {
-                            for (int64_t i = 0; i < hd; ++i) o0[i] += e0 * v[i];
-                        }
+                    float* o[2] = {out.f32_row(t) + h * hd, out.f32_row(t) + (h + m - 1) * hd};
+                    if (m == 2) {
+                        weighted_sum<2>(keys, n_keys, wh, hd, o);
+                    } else {
+                        weighted_sum<1>(keys, n_keys, wh, hd, o);
                     }
                     for (int64_t i = 0; i < m; ++i) {
-                        float* o = out.f32_row(t) + (h + i) * hd;
                         const float inv = 1.0f / den[i];
-                        for (int64_t e = 0; e < hd; ++e) o[e] *= inv;
+                        for (int64_t e = 0; e < hd; ++e) o[i][e] *= inv;
                     }
                 }
             }

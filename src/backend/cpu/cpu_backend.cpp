@@ -87,11 +87,11 @@ void cpu_backend::free_buffer(void* base) {
 
 void cpu_backend::reserve(const limits& l) {
     // Matmul row blocks, a few rows of the widest tensor (compressor lanes, HC streams, the
-    // V4.1 QDQ codes and attention key blocks), attention scores of a head pair, and the
-    // indexer's per-row state: V4 scores plus their indices (2 per row), V4.1 (score, index)
-    // pairs plus block maxima (at most 4 per row).
+    // V4.1 QDQ codes and attention key blocks), attention's key row pointers (2 floats each)
+    // and scores of a head pair, and the indexer's per-row state: V4 scores plus their indices
+    // (2 per row), V4.1 (score, index) pairs plus block maxima (at most 4 per row).
     const int64_t need = std::max({cpu::matmul_scratch_floats(std::max<int64_t>(l.max_row, 1)),
-                                   4 * l.max_row, 2 * l.max_keys, 4 * l.max_index_rows}) +
+                                   4 * l.max_row, 4 * l.max_keys, 4 * l.max_index_rows}) +
                          64;
     if (static_cast<size_t>(need) <= scratch_floats_) return;
     scratch_floats_ = static_cast<size_t>(need);
