@@ -104,8 +104,8 @@ double read_pass(thread_pool& pool, const uint8_t* data, size_t bytes) {
 }
 
 struct options {
-    std::vector<std::string> types = {"f32",  "f16",  "bf16",    "q8_0",
-                                      "q4_K", "q2_K", "iq2_xxs", "mxfp4"};
+    std::vector<std::string> types = {"f32",  "f16",  "bf16",    "q8_0",   "q4_K",
+                                      "q2_K", "iq2_xxs", "mxfp4", "indexer"};
     std::vector<int> threads;
     std::string family = "both";
     std::string level = "auto";
@@ -285,6 +285,45 @@ void bench_type(const options& o, ggml_type t, simd::isa_level level, size_t set
     }
 }
 
+// The lightning indexer's scores at Flash's shape (64 heads of 128 against the 8,192 compressed
+// rows of a 32k-token context), one thread on cache-warm data in thread CPU time: the scalar
+// twin and the chosen level (the same bits), GFLOP/s counting 2 per multiply-add of the dots.
+void bench_indexer(const options& o, simd::isa_level level, std::vector<row>& out) {
+    constexpr int64_t kHeads = 64, kDim = 128, kKeys = 8192;
+    Rng rng(1234);
+    std::vector<float> q(kHeads * kDim), w(kHeads), keys(kKeys * kDim), score(kKeys);
+    for (float& v : q) v = rng.normal();
+    for (float& v : w) v = rng.normal();
+    for (float& v : keys) v = rng.normal();
+    const double flop = 2.0 * kHeads * kDim * kKeys;
+    std::vector<simd::isa_level> levels = {simd::isa_level::scalar};
+    if (level != simd::isa_level::scalar) levels.push_back(level);
+    double rate[2] = {0.0, 0.0};
+    for (size_t li = 0; li < levels.size(); ++li) {
+        const simd::index_scores_fn fn = simd::index_scores_at(levels[li]);
+        std::vector<double> rates;
+        for (int r = 0; r < o.rounds; ++r) {
+            const double c0 = thread_cpu_seconds();
+            int calls = 0;
+            do {
+                fn(q.data(), w.data(), 0.125f, kHeads, kDim, keys.data(), kDim, kKeys,
+                   score.data());
+                ++calls;
+            } while (thread_cpu_seconds() - c0 < 0.05);
+            rates.push_back(flop * calls / (thread_cpu_seconds() - c0) / 1e9);
+        }
+        rate[li] = median(rates);
+        out.push_back({simd::level_name(levels[li]), "indexer", "64x128x8k", "hot", 1,
+                       1e3 * flop / (rate[li] * 1e9), 0.0, 0.0, 0.0, rate[li]});
+        std::fprintf(stderr, "  indexer scores, %s: %.2f ms per token, %.1f GFLOP/s per core\n",
+                     simd::level_name(levels[li]), 1e3 * flop / (rate[li] * 1e9), rate[li]);
+    }
+    if (levels.size() == 2) {
+        std::fprintf(stderr, "  indexer scores: %s / scalar twin = %.2fx\n",
+                     simd::level_name(level), rate[1] / rate[0]);
+    }
+}
+
 int run_bench(const options& o_in) {
     options o = o_in;
     if (o.threads.empty()) {
@@ -315,6 +354,10 @@ int run_bench(const options& o_in) {
 
     std::vector<row> rows;
     for (const std::string& tn : o.types) {
+        if (tn == "indexer") {
+            bench_indexer(o, level, rows);
+            continue;
+        }
         const auto t = type_from_name(tn);
         if (!t || simd::matmul_at(simd::isa_level::scalar, *t) == nullptr)
             throw Error("bench kernels: no kernel for type " + tn);
@@ -325,9 +368,10 @@ int run_bench(const options& o_in) {
                 "shape", "mode", "thr", "ms", "weight GB/s", "read GB/s", "ratio", "cpu%",
                 "GFLOP/s");
     for (const row& r : rows) {
-        std::printf("%-6s %-8s %-10s %-10s %4d %9s %11.1f %9s %9s %5s %9.1f\n", r.family.c_str(),
+        std::printf("%-6s %-8s %-10s %-10s %4d %9s %11s %9s %9s %5s %9.1f\n", r.family.c_str(),
                     r.type.c_str(), r.shape.c_str(), r.mode.c_str(), r.threads,
-                    r.ms > 0 ? strfmt("%.3f", r.ms).c_str() : "-", r.gbs,
+                    r.ms > 0 ? strfmt("%.3f", r.ms).c_str() : "-",
+                    r.gbs > 0 ? strfmt("%.1f", r.gbs).c_str() : "-",
                     r.bw > 0 ? strfmt("%.1f", r.bw).c_str() : "-",
                     r.ratio > 0 ? strfmt("%.2f", r.ratio).c_str() : "-",
                     r.cpu > 0 ? strfmt("%.0f", 100.0 * r.cpu).c_str() : "-", r.gflops);
@@ -375,7 +419,9 @@ int run_bench(const options& o_in) {
 
 action setup(CLI::App& sub) {
     auto o = std::make_shared<options>();
-    sub.add_option("--types", o->types, "Weight types to measure")->capture_default_str();
+    sub.add_option("--types", o->types,
+                   "Weight types to measure, and 'indexer' (the indexer's score kernel)")
+        ->capture_default_str();
     sub.add_option("--threads", o->threads, "Thread counts (default: 1 and all physical cores)");
     sub.add_option("--family", o->family,
                    "Kernel family: f32 (float activations), q8 (GGML-compatible), both")
@@ -402,7 +448,9 @@ action setup(CLI::App& sub) {
         "actually ran: well below 100 means other processes took the cores and the wall-clock "
         "rows understate the kernel. 'hot' rows: one thread on a cache-resident slice of the "
         "matrix, timed in thread CPU time: the kernel's compute rate (weight GB/s and GFLOP/s at "
-        "that rate), unaffected by memory and by other processes.");
+        "that rate), unaffected by memory and by other processes. 'indexer': the lightning "
+        "indexer's scores (64 heads of 128 against 8192 compressed rows) in GFLOP/s per core, "
+        "the scalar twin and the chosen level.");
     return [o]() { return run_bench(*o); };
 }
 
