@@ -802,8 +802,7 @@ TEST(SimdIndex, ScoresEqualTheDefinitionBitForBit) {
                 for (int64_t s = 0; s < n; ++s) {
                     float acc = 0.0f;
                     for (int64_t h = 0; h < nh; ++h) {
-                        const float d =
-                            cpu::dot_f32(q.data() + h * hd, keys.data() + s * stride, hd);
+                        const float d = cpu::dot_f32(q.data() + h * hd, keys.data() + s * stride, hd);
                         acc += (w[h] * scale) * std::max(d, 0.0f);
                     }
                     want[s] = acc;
@@ -822,39 +821,6 @@ TEST(SimdIndex, ScoresEqualTheDefinitionBitForBit) {
                         ASSERT_EQ(f32_to_bits(got[s]), f32_to_bits(want[s]))
                             << simd::level_name(l) << " " << tag << " key " << s;
                     }
-                }
-            }
-        }
-    }
-}
-
-// Attention's two-head dots over a list of key rows (any addresses): every level equals
-// dot_f32 per (head, key) bit for bit, odd key counts and row lengths with a tail included.
-TEST(SimdIndex, TwoQueryDotsEqualDotF32BitForBit) {
-    Rng rng(78);
-    std::vector<isa_level> levels = simd_levels();
-    levels.push_back(isa_level::scalar);
-    for (int64_t hd : {512, 128, 33, 7}) {
-        for (int64_t n : {1, 2, 5, 64}) {
-            std::vector<float> q0(static_cast<size_t>(hd)), q1(static_cast<size_t>(hd));
-            std::vector<std::vector<float>> rows(static_cast<size_t>(n),
-                                                 std::vector<float>(static_cast<size_t>(hd)));
-            for (float& v : q0) v = rng.normal();
-            for (float& v : q1) v = rng.normal();
-            std::vector<const float*> keys;
-            for (auto& r : rows) {
-                for (float& v : r) v = rng.normal();
-            }
-            for (int64_t k = 0; k < n; ++k)
-                keys.push_back(rows[static_cast<size_t>((k * 7) % n)].data());
-            for (isa_level l : levels) {
-                std::vector<float> d0(static_cast<size_t>(n), -1.0f), d1(d0);
-                simd::dots_2q_at(l)(q0.data(), q1.data(), keys.data(), n, hd, d0.data(), d1.data());
-                for (int64_t k = 0; k < n; ++k) {
-                    ASSERT_EQ(f32_to_bits(d0[k]), f32_to_bits(cpu::dot_f32(q0.data(), keys[k], hd)))
-                        << simd::level_name(l) << " hd " << hd << " keys " << n << " key " << k;
-                    ASSERT_EQ(f32_to_bits(d1[k]), f32_to_bits(cpu::dot_f32(q1.data(), keys[k], hd)))
-                        << simd::level_name(l) << " hd " << hd << " keys " << n << " key " << k;
                 }
             }
         }

@@ -216,7 +216,6 @@ void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, c
     MAGNETAR_ASSERT(q.ne[0] == H * hd && kv.ne[0] == hd && out.ne[0] == H * hd,
                     "sparse_attention: shapes");
     const float* sink = sinks.f32();
-    const cpu::simd::dots_2q_fn dots_2q = cpu::simd::dots_2q();
     // Work units of two heads of one token: both heads read the same keys and values, so a
     // pair shares every load (dot_f32_x2, one pass of the weighted sums). Each head's
     // arithmetic is exactly what it is alone, so pairing changes no bit.
@@ -265,16 +264,15 @@ void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, c
                     const float* qh[2] = {q.f32_row(t) + h * hd, q.f32_row(t) + (h + m - 1) * hd};
                     float* wh[2] = {scores, scores + (m - 1) * n_keys};
                     float mx[2] = {sink[h], sink[h + m - 1]};
-                    // Raw dots first (two keys per pass for a head pair), then scaled.
-                    if (m == 2) {
-                        dots_2q(qh[0], qh[1], keys, n_keys, hd, wh[0], wh[1]);
-                    } else {
-                        for (int64_t k = 0; k < n_keys; ++k)
-                            wh[0][k] = cpu::dot_f32(qh[0], keys[k], hd);
-                    }
-                    for (int64_t i = 0; i < m; ++i) {
-                        for (int64_t k = 0; k < n_keys; ++k) {
-                            wh[i][k] = wh[i][k] * p.scale;
+                    for (int64_t k = 0; k < n_keys; ++k) {
+                        float d[2];
+                        if (m == 2) {
+                            cpu::dot_f32_x2(qh[0], qh[1], keys[k], hd, d);
+                        } else {
+                            d[0] = cpu::dot_f32(qh[0], keys[k], hd);
+                        }
+                        for (int64_t i = 0; i < m; ++i) {
+                            wh[i][k] = d[i] * p.scale;
                             mx[i] = std::max(mx[i], wh[i][k]);
                         }
                     }

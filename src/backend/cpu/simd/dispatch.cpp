@@ -376,16 +376,6 @@ index_scores_fn index_scores() {
     return fn;
 }
 
-dots_2q_fn dots_2q_at(isa_level level) {
-    if (!cpu_supports(level)) return nullptr;
-    return table_of(level).dots_2q;
-}
-
-dots_2q_fn dots_2q() {
-    static const dots_2q_fn fn = table_of(active_level()).dots_2q;
-    return fn;
-}
-
 uint64_t stream_sum(const void* data, size_t bytes) {
     MAGNETAR_ASSERT(bytes % 256 == 0, "stream_sum: size must be a multiple of 256 bytes");
     return table_of(active_level()).stream_sum(data, bytes);

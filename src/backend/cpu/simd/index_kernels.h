@@ -1,5 +1,4 @@
-// Query-key dot products with 256-bit float SIMD: the lightning indexer's scores and the
-// attention's two-head dots. The indexer's scores, compiled in each ISA translation unit
+// The lightning indexer's scores with 256-bit float SIMD, compiled in each ISA translation unit
 // (AVX2, AVX-512): score[s] = sum over heads h, in increasing h, of (w[h] * scale) *
 // max(dot(q_h, key_s), 0), every dot exactly cpu::dot_f32's (element i multiplied, then added,
 // into lane i % 16, lanes reduced l + (l ^ 8), then ^4, ^2, ^1, then the tail), so the scores
@@ -82,24 +81,6 @@ inline float dot_1x1(const float* a, const float* b, int64_t n) {
     float t = 0.0f;
     for (; i < n; ++i) t += a[i] * b[i];
     return reduce16(lo, hi, t);
-}
-
-// d0[k] = dot(q0, keys[k]) and d1[k] = dot(q1, keys[k]) for k < n_keys, two keys per pass.
-inline void dots_2q(const float* q0, const float* q1, const float* const* keys, int64_t n_keys,
-                    int64_t hd, float* d0, float* d1) {
-    int64_t k = 0;
-    for (; k + 2 <= n_keys; k += 2) {
-        float d[4];
-        dot_2x2(q0, q1, keys[k], keys[k + 1], hd, d);
-        d0[k] = d[0];
-        d1[k] = d[1];
-        d0[k + 1] = d[2];
-        d1[k + 1] = d[3];
-    }
-    for (; k < n_keys; ++k) {
-        d0[k] = dot_1x1(q0, keys[k], hd);
-        d1[k] = dot_1x1(q1, keys[k], hd);
-    }
 }
 
 inline void index_scores(const float* q, const float* w, float scale, int64_t n_head, int64_t hd,

@@ -3,8 +3,7 @@
 // Owns: two kernel families for every stored weight type (F32, F16, BF16, Q8_0, Q4_K, Q2_K,
 // IQ2_XXS, MXFP4), each with an always-compiled scalar twin, AVX2 and AVX-512 variants chosen
 // once at start-up by CPUID (override: MAGNETAR_SIMD=off|avx2|avx512|auto), and thread-pool
-// drivers for whole products, batched prefill and expert-gathered (MoE) products; and the float
-// query-key dots of the lightning indexer and of attention's head pairs.
+// drivers for whole products, batched prefill and expert-gathered (MoE) products.
 //
 //  (a) f32-activation kernels, the engine's correctness path. y[t][o] = dot(dequant(w row o),
 //      x row t) where dequant is bit-identical to GGML's dequantize_row_* and the dot is a fixed
@@ -115,13 +114,6 @@ using index_scores_fn = void (*)(const float* q, const float* w, float scale, in
 // and of the active level (never null).
 index_scores_fn index_scores_at(isa_level level);
 index_scores_fn index_scores();
-
-// Two queries against a list of keys (attention's head pairs): d0[k] = dot_f32(q0, keys[k], hd)
-// and d1[k] = dot_f32(q1, keys[k], hd), the same bits at every level (SIMD: two keys per pass).
-using dots_2q_fn = void (*)(const float* q0, const float* q1, const float* const* keys,
-                            int64_t n_keys, int64_t hd, float* d0, float* d1);
-dots_2q_fn dots_2q_at(isa_level level);
-dots_2q_fn dots_2q();
 
 // ---------------------------------------------------------------------------------------------
 // Benchmark support

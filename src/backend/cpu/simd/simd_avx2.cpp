@@ -166,7 +166,6 @@ const kernel_table& table_avx2() {
         k.peak_int8 = avx2::peak_int8;
         k.peak_f32 = avx2::peak_f32;
         k.index_scores = avx2::idx::index_scores;
-        k.dots_2q = avx2::idx::dots_2q;
         return k;
     }();
     return table;

@@ -156,7 +156,6 @@ const kernel_table* table_avx512() {
         k.peak_int8 = avx512::peak_int8;
         k.peak_f32 = avx512::peak_f32;
         k.index_scores = avx512::idx::index_scores;
-        k.dots_2q = avx512::idx::dots_2q;
         return k;
     }();
     return &table;

@@ -48,7 +48,6 @@ struct kernel_table {
     uint64_t (*peak_int8)(uint64_t rounds, uint64_t* macs) = nullptr;
     uint64_t (*peak_f32)(uint64_t rounds, uint64_t* macs) = nullptr;
     index_scores_fn index_scores = nullptr;
-    dots_2q_fn dots_2q = nullptr;
 };
 
 

@@ -120,16 +120,6 @@ void index_scores(const float* q, const float* w, float scale, int64_t n_head, i
     }
 }
 
-void dots_2q(const float* q0, const float* q1, const float* const* keys, int64_t n_keys,
-             int64_t hd, float* d0, float* d1) {
-    for (int64_t k = 0; k < n_keys; ++k) {
-        float d[2];
-        dot_f32_x2(q0, q1, keys[k], hd, d);
-        d0[k] = d[0];
-        d1[k] = d[1];
-    }
-}
-
 uint64_t peak_f32(uint64_t rounds, uint64_t* macs) {
     float acc[8] = {};
     float x = 1.0f;
@@ -164,7 +154,6 @@ const kernel_table& table_scalar() {
         k.peak_int8 = peak_int8;
         k.peak_f32 = peak_f32;
         k.index_scores = index_scores;
-        k.dots_2q = dots_2q;
         return k;
     }();
     return table;
