@@ -83,6 +83,24 @@ double process_cpu_seconds() {
     return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// Median over `rounds` rounds of fn's calls per second of this thread's CPU time, each round
+// repeating fn for at least 50 ms: a compute rate unaffected by memory stalls elsewhere and by
+// other processes taking the core.
+template <class F>
+double calls_per_cpu_second(int rounds, F&& fn) {
+    std::vector<double> rates;
+    for (int r = 0; r < rounds; ++r) {
+        const double c0 = thread_cpu_seconds();
+        int calls = 0;
+        do {
+            fn();
+            ++calls;
+        } while (thread_cpu_seconds() - c0 < 0.05);
+        rates.push_back(calls / (thread_cpu_seconds() - c0));
+    }
+    return median(rates);
+}
+
 double seconds_since(clock_type::time_point t0) {
     return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
@@ -258,18 +276,10 @@ void bench_type(const options& o, ggml_type t, simd::isa_level level, size_t set
                                                  std::min<int64_t>(hot_rows, sh.n_out));
                     const tensor yh = make_tensor(ybuf.data(), ggml_type::F32, w.ne[1], 1);
                     p.run(pool, w, x1, yh, act.data());
-                    std::vector<double> rates;
-                    for (int r = 0; r < std::max(3, o.rounds); ++r) {
-                        const double c0 = thread_cpu_seconds();
-                        int reps = 0;
-                        do {
-                            p.run(pool, w, x1, yh, act.data());
-                            ++reps;
-                        } while (thread_cpu_seconds() - c0 < 0.05);
-                        rates.push_back(static_cast<double>(w.ne[0] * w.ne[1]) * reps /
-                                        (thread_cpu_seconds() - c0) / 1e9);
-                    }
-                    const double hot_gws = median(rates);
+                    const double hot_gws =
+                        static_cast<double>(w.ne[0] * w.ne[1]) / 1e9 *
+                        calls_per_cpu_second(std::max(3, o.rounds),
+                                             [&] { p.run(pool, w, x1, yh, act.data()); });
                     note += strfmt(", hot %.2f Gweights/cpu-s", hot_gws);
                     out.push_back({fam, tname, shape_name, "hot", 1, 0.0,
                                    hot_gws * static_cast<double>(rb) / static_cast<double>(sh.n_in),
@@ -301,18 +311,10 @@ void bench_indexer(const options& o, simd::isa_level level, std::vector<row>& ou
     double rate[2] = {0.0, 0.0};
     for (size_t li = 0; li < levels.size(); ++li) {
         const simd::index_scores_fn fn = simd::index_scores_at(levels[li]);
-        std::vector<double> rates;
-        for (int r = 0; r < o.rounds; ++r) {
-            const double c0 = thread_cpu_seconds();
-            int calls = 0;
-            do {
-                fn(q.data(), w.data(), 0.125f, kHeads, kDim, keys.data(), kDim, kKeys,
-                   score.data());
-                ++calls;
-            } while (thread_cpu_seconds() - c0 < 0.05);
-            rates.push_back(flop * calls / (thread_cpu_seconds() - c0) / 1e9);
-        }
-        rate[li] = median(rates);
+        rate[li] = flop / 1e9 * calls_per_cpu_second(o.rounds, [&] {
+                       fn(q.data(), w.data(), 0.125f, kHeads, kDim, keys.data(), kDim, kKeys,
+                          score.data());
+                   });
         out.push_back({simd::level_name(levels[li]), "indexer", "64x128x8k", "hot", 1,
                        1e3 * flop / (rate[li] * 1e9), 0.0, 0.0, 0.0, rate[li]});
         std::fprintf(stderr, "  indexer scores, %s: %.2f ms per token, %.1f GFLOP/s per core\n",

@@ -33,8 +33,8 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
 }
 
 // dot_f32(a0, b, n) and dot_f32(a1, b, n) in one pass that loads b once: the same 16 lane
-// accumulators per dot, the same operations in the same order, so the same bits. For many
-// queries against one key (the indexer's heads).
+// accumulators per dot, the same operations in the same order, so the same bits. For two
+// queries against one key (attention's head pairs, the indexer kernel's scalar twin).
 inline void dot_f32_x2(const float* a0, const float* a1, const float* b, int64_t n, float* out) {
     typedef float v4 __attribute__((vector_size(16)));  // 4 of dot_f32's 16 lanes
     v4 c0[4] = {}, c1[4] = {};
