@@ -186,7 +186,8 @@ bool store::save(const Session& session, std::string_view key_text, save_reason 
     return true;
 }
 
-bool store::load_longest_prefix(std::string_view text, Session& session, hit* out) {
+bool store::load_longest_prefix(std::string_view text, Session& session, hit* out,
+                                const accept_fn& accept) {
     std::vector<const file_info*> cands;
     for (const auto& [p, fi] : index_) {
         if (fi.text_len > text.size() || fi.header.tokens < opts_.min_tokens) continue;
@@ -212,6 +213,12 @@ bool store::load_longest_prefix(std::string_view text, Session& session, hit* ou
         }
         if (text.substr(0, h.key_text.size()) != h.key_text) {  // SHA-1 collision guard
             session.reset();
+            continue;
+        }
+        if (accept && !accept(h.key_text, session.tokens())) {
+            session.reset();
+            log("kv store: not reusing " + fi->name + ".kv: its control tokens differ from the "
+                "prompt's");
             continue;
         }
         h.path = fi->path;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,11 +52,18 @@ class store {
         uint32_t tokens = 0;
         tool_map tools;
     };
-    // Longest stored key text that is a byte prefix of `text` (ties: more tokens), loaded into
-    // `session`. Candidates that fail to load are removed and the next one is tried. False when
-    // nothing usable is stored; `session` is then unchanged unless a candidate failed (it is
-    // then empty).
-    bool load_longest_prefix(std::string_view text, Session& session, hit* out);
+    // Decides whether a loaded candidate's tokens may stand for its key text in the prompt
+    // being served. Equal bytes are not enough: a control token and its plain-text spelling
+    // decode to the same bytes, so the caller checks where the control tokens are.
+    using accept_fn =
+        std::function<bool(std::string_view key_text, std::span<const int32_t> tokens)>;
+    // Longest stored key text that is a byte prefix of `text` (ties: more tokens) whose tokens
+    // `accept` takes, loaded into `session`. Candidates that fail to load are removed and the
+    // next one is tried; refused ones stay stored (they fit other prompts). False when nothing
+    // usable is stored; `session` is then unchanged unless a candidate was loaded and refused
+    // or failed (it is then empty).
+    bool load_longest_prefix(std::string_view text, Session& session, hit* out,
+                             const accept_fn& accept = {});
 
     // Saves the session's timeline under key_text. Skipped (returns false, logs why) below
     // min_tokens or when the file would not fit the budget; true when written.

@@ -98,6 +98,35 @@ void encode_trusted(const tokenizer& tok, std::string_view text,
     if (pos < text.size()) tok.encode_append(text.substr(pos), false, out);
 }
 
+bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached,
+                           const prompt& in, size_t* cut) {
+    const std::string_view text = in.text;
+    auto sp = in.specials.begin();  // ascending offsets
+    size_t pos = 0;
+    for (const int32_t id : cached) {
+        if (!tok.valid(id)) return false;
+        const std::string_view bytes = tok.token_bytes(id);
+        if (text.size() - pos < bytes.size() || text.compare(pos, bytes.size(), bytes) != 0) {
+            return false;
+        }
+        while (sp != in.specials.end() && sp->offset < pos) ++sp;
+        const bool trusted_here = sp != in.specials.end() && sp->offset == pos;
+        if (tok.is_special(id)) {
+            // A control token: the prompt must have this very token, trusted, right here.
+            if (!trusted_here || sp->id != id || sp->len != bytes.size()) return false;
+            ++sp;
+        } else if (trusted_here || (sp != in.specials.end() && sp->offset < pos + bytes.size())) {
+            // Plain text where the prompt has a trusted control token (or one starting inside).
+            return false;
+        }
+        pos += bytes.size();
+    }
+    // No trusted special straddles the cut: one starting inside a plain token was refused
+    // above, and a control token covers its own special exactly.
+    *cut = pos;
+    return true;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Masked rendering
 // ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,6 +70,17 @@ struct prompt {
 void encode_trusted(const tokenizer& tok, std::string_view text,
                     const std::vector<trusted_special>& specials, size_t from,
                     std::vector<int32_t>& out);
+
+// Whether `cached` (tokens already evaluated, or stored on disk) may stand for the first bytes
+// of `in`, the prompt being served: its bytes must spell a prefix of in.text, every control
+// token in it must sit exactly where the prompt has a trusted special with the same id, every
+// trusted special inside that prefix must be such a token, and no trusted special may straddle
+// the prefix's end. Equal bytes alone are not enough: a control token and a client's
+// plain-text spelling of it decode to the same bytes, so a byte match would let user text run
+// as control tokens, or a forged turn stand in for a real one. On success *cut is the prefix's
+// length in bytes.
+bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached,
+                           const prompt& in, size_t* cut);
 
 // Renders `messages` / `tools` twice (as is, and with client strings masked) and tokenizes.
 // raw_dsml blocks (exact replay of sampled bytes) are trusted. Throws magnetar::Error when the

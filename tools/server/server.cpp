@@ -59,6 +59,10 @@ server::server(const Engine& engine, server_options opts) {
 
 server::~server() { stop(); }
 
+std::vector<int32_t> server::last_prompt_tokens() const {
+    return impl_->work.last_prompt_tokens();
+}
+
 std::string server::metrics_text() const {
     const worker_stats& w = impl_->work.stats();
     const http_stats& h = impl_->stats;

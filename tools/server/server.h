@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "magnetar/engine.h"
 #include "server/http_util.h"
@@ -33,6 +34,8 @@ class server {
     void stop();
 
     std::string metrics_text() const;
+    // The tokens the latest request's prompt was evaluated as (reused prefix included).
+    std::vector<int32_t> last_prompt_tokens() const;
 
   private:
     struct impl;

@@ -115,7 +115,13 @@ void worker::disk_save_live(kvstore::save_reason why) {
 bool worker::disk_load(const prompt& in, std::vector<int32_t>* eff, gen_result* res) {
     if (!disk_) return false;
     kvstore::store::hit h;
-    if (!disk_->load_longest_prefix(in.text, *session_, &h)) return false;
+    // The stored tokens must spell exactly the key text, with their control tokens where this
+    // prompt has its trusted ones (a forged turn and a real one have the same bytes).
+    const auto accept = [&](std::string_view key_text, std::span<const int32_t> tokens) {
+        size_t cut = 0;
+        return cached_prefix_matches(tok_, tokens, in, &cut) && cut == key_text.size();
+    };
+    if (!disk_->load_longest_prefix(in.text, *session_, &h, accept)) return false;
     const auto t = session_->tokens();
     eff->assign(t.begin(), t.end());
     encode_trusted(tok_, in.text, in.specials, h.key_text.size(), *eff);
@@ -201,6 +207,11 @@ worker::submit_result worker::submit(std::shared_ptr<job> j) {
     return submit_result::ok;
 }
 
+std::vector<int32_t> worker::last_prompt_tokens() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return last_prompt_;
+}
+
 size_t worker::queue_depth() const {
     std::lock_guard<std::mutex> lk(mu_);
     return queue_.size();
@@ -269,7 +280,6 @@ void worker::run(job& j) {
         generate(j, eo, &res);
         res.decode_s = std::chrono::duration<double>(clock_type::now() - t1).count();
     }
-    live_text_ = tok_.decode(session_->tokens());
 
     stats_.jobs++;
     if (res.finish == finish_reason::cancelled) stats_.jobs_cancelled++;
@@ -290,16 +300,17 @@ status worker::sync_prompt(job& j, const eval_options& eo, gen_result* res) {
     std::vector<int32_t> eff = in.tokens;
     const int64_t live = session_->n_past();
     res->cache_path = "cold";
+    size_t cut = 0;
     if (live > 0) {
         if (session_->common_prefix(eff) == live) {
             res->cache_path = "memory-token";
-        } else if (live_text_.size() <= in.text.size() &&
-                   in.text.compare(0, live_text_.size(), live_text_) == 0) {
-            // Rendered-byte prefix: the live tokens stay authoritative; only the text after
-            // the cached byte boundary is tokenized again (BPE may merge across it).
+        } else if (cached_prefix_matches(tok_, session_->tokens(), in, &cut)) {
+            // Rendered-byte prefix with the control tokens in the same places: the live tokens
+            // stay authoritative; only the text after the cached byte boundary is tokenized
+            // again (BPE may merge across it).
             const auto t = session_->tokens();
             eff.assign(t.begin(), t.end());
-            encode_trusted(tok_, in.text, in.specials, live_text_.size(), eff);
+            encode_trusted(tok_, in.text, in.specials, cut, eff);
             res->cache_path = "memory-text";
         } else {
             res->cache_path = "checkpoint";
@@ -337,6 +348,10 @@ status worker::sync_prompt(job& j, const eval_options& eo, gen_result* res) {
         }
     }
 
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        last_prompt_ = eff;
+    }
     sync_result sr;
     const status st = sync_with_saves(eff, eo, cold, &sr);
     const int64_t n = static_cast<int64_t>(eff.size());
