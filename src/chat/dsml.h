@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "chat/message.h"
@@ -33,7 +34,10 @@ std::string_view dsml_infix(dsml_variant v);
 // object become one parameter per member in the client's order (strings raw with
 // string="true", other values as Python-style JSON with string="false"); anything else
 // becomes a single string parameter "arguments" holding the raw text. Empty when `calls` is.
-std::string render_tool_calls(const std::vector<tool_call>& calls);
+// When `client_spans` is set it receives the [begin, end) byte ranges of the block that hold
+// client text (names, parameter keys and values), relative to the block's start.
+std::string render_tool_calls(const std::vector<tool_call>& calls,
+                              std::vector<std::pair<size_t, size_t>>* client_spans = nullptr);
 
 // The block a history render uses for an assistant message: raw_dsml when attached, else the
 // canonical block.

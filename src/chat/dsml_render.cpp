@@ -30,41 +30,52 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
     return out;
 }
 
-void append_param(std::string& out, std::string_view key, bool is_string, std::string_view value) {
-    out += "<｜DSML｜parameter name=\"";
-    out += attr_escape(key);
-    out += is_string ? "\" string=\"true\">" : "\" string=\"false\">";
-    out += value;
-    out += kParamClose;
+// The block being written, and where client text lies in it.
+struct block_writer {
+    std::string out;
+    std::vector<std::pair<size_t, size_t>>* spans = nullptr;
+    void client(std::string_view text) {
+        if (spans && !text.empty()) spans->emplace_back(out.size(), out.size() + text.size());
+        out += text;
+    }
+};
+
+void append_param(block_writer& w, std::string_view key, bool is_string, std::string_view value) {
+    w.out += "<｜DSML｜parameter name=\"";
+    w.client(attr_escape(key));
+    w.out += is_string ? "\" string=\"true\">" : "\" string=\"false\">";
+    w.client(value);
+    w.out += kParamClose;
 }
 
 // Parameters of one call, joined by "\n" (official encode_arguments_to_dsml).
-std::string render_params(std::string_view arguments) {
+void render_params(block_writer& w, std::string_view arguments) {
     auto args = nlohmann::ordered_json::parse(arguments, nullptr, /*allow_exceptions=*/false);
     if (args.is_object()) {
+        const size_t out_size = w.out.size();
+        const size_t spans_size = w.spans ? w.spans->size() : 0;
         try {
-            std::string out;
             bool first = true;
             for (const auto& [key, value] : args.items()) {
-                if (!first) out += '\n';
+                if (!first) w.out += '\n';
                 first = false;
                 if (value.is_string()) {
-                    append_param(out, key, true,
+                    append_param(w, key, true,
                                  escape_param_close(value.get_ref<const std::string&>()));
                 } else {
                     append_param(
-                        out, key, false,
+                        w, key, false,
                         replace_all(python_json_dumps(value), kParamClose, kParamCloseJson));
                 }
             }
-            return out;
+            return;
         } catch (const Error&) {
             // Too deeply nested to re-serialise: fall through to the raw-text form.
+            w.out.resize(out_size);
+            if (w.spans) w.spans->resize(spans_size);
         }
     }
-    std::string out;
-    append_param(out, "arguments", true, escape_param_close(arguments));
-    return out;
+    append_param(w, "arguments", true, escape_param_close(arguments));
 }
 
 }  // namespace
@@ -85,19 +96,23 @@ std::string escape_param_close(std::string_view value) {
     return replace_all(value, kParamClose, "&lt;/｜DSML｜parameter>");
 }
 
-std::string render_tool_calls(const std::vector<tool_call>& calls) {
+std::string render_tool_calls(const std::vector<tool_call>& calls,
+                              std::vector<std::pair<size_t, size_t>>* client_spans) {
+    if (client_spans) client_spans->clear();
     if (calls.empty()) return {};
-    std::string out = "\n\n<｜DSML｜tool_calls>\n";
+    block_writer w;
+    w.spans = client_spans;
+    w.out = "\n\n<｜DSML｜tool_calls>\n";
     for (size_t i = 0; i < calls.size(); ++i) {
-        if (i) out += '\n';
-        out += "<｜DSML｜invoke name=\"";
-        out += attr_escape(calls[i].name);
-        out += "\">\n";
-        out += render_params(calls[i].arguments);
-        out += "\n</｜DSML｜invoke>";
+        if (i) w.out += '\n';
+        w.out += "<｜DSML｜invoke name=\"";
+        w.client(attr_escape(calls[i].name));
+        w.out += "\">\n";
+        render_params(w, calls[i].arguments);
+        w.out += "\n</｜DSML｜invoke>";
     }
-    out += "\n</｜DSML｜tool_calls>";
-    return out;
+    w.out += "\n</｜DSML｜tool_calls>";
+    return std::move(w.out);
 }
 
 std::string dsml_block(const message& assistant) {

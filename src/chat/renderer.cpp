@@ -171,17 +171,32 @@ std::vector<turn> drop_thinking(std::vector<turn> turns) {
     return kept;
 }
 
+// One schema line: the "function" object of the OpenAI shape, else the whole entry.
+std::string tool_schema_line(const nlohmann::ordered_json& t) {
+    auto fn = t.is_object() ? t.find("function") : t.end();
+    if (t.is_object() && fn != t.end() && fn->is_object()) return python_json_dumps(*fn);
+    return python_json_dumps(t);
+}
+
+// The tools section and the response format of the turn that carries them; the schemas and
+// the format are client text (`client` appends and records them).
+template <typename ClientFn>
 void append_attachments(std::string& out, const turn& t, const tool_list& tools,
-                        const render_options& options) {
+                        const render_options& options, ClientFn&& client) {
     if (!t.carries_tools) return;
     if (!tools.empty()) {
         out += "\n\n";
-        out += render_tools_section(tools);
+        out += kToolsHead;
+        for (size_t i = 0; i < tools.size(); ++i) {
+            if (i) out += '\n';
+            client(tool_schema_line(tools[i]));
+        }
+        out += kToolsTail;
     }
     if (options.response_format) {
         out += "\n\n";
         out += kResponseFormatHead;
-        out += python_json_dumps(*options.response_format);
+        client(python_json_dumps(*options.response_format));
     }
 }
 
@@ -212,13 +227,7 @@ std::string render_tool_schemas(const tool_list& tools) {
     std::string out;
     for (size_t i = 0; i < tools.size(); ++i) {
         if (i) out += '\n';
-        const auto& t = tools[i];
-        auto fn = t.is_object() ? t.find("function") : t.end();
-        if (t.is_object() && fn != t.end() && fn->is_object()) {
-            out += python_json_dumps(*fn);
-        } else {
-            out += python_json_dumps(t);
-        }
+        out += tool_schema_line(tools[i]);
     }
     return out;
 }
@@ -277,12 +286,12 @@ std::string render_chat(const std::vector<message>& messages, const tool_list& t
         switch (t.role) {
             case chat::role::system:
                 if (t.msg) client(t.msg->content);
-                append_attachments(out, t, tools, options);
+                append_attachments(out, t, tools, options, client);
                 break;
             case chat::role::developer:
                 out += kUser;
                 client(t.msg->content);
-                append_attachments(out, t, tools, options);
+                append_attachments(out, t, tools, options, client);
                 break;
             case chat::role::user:
                 out += kUser;
@@ -307,7 +316,14 @@ std::string render_chat(const std::vector<message>& messages, const tool_list& t
                     out += kThinkEnd;
                 }
                 client(t.msg->content);
-                out += dsml_block(*t.msg);
+                if (t.msg->raw_dsml || !spans) {
+                    out += dsml_block(*t.msg);  // a replayed block is what the model sampled
+                } else {
+                    std::vector<std::pair<size_t, size_t>> in_block;
+                    const size_t base = out.size();
+                    out += render_tool_calls(t.msg->tool_calls, &in_block);
+                    for (const auto& [b, e] : in_block) spans->emplace_back(base + b, base + e);
+                }
                 out += kEos;
                 break;
             case chat::role::tool:

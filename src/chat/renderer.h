@@ -39,8 +39,10 @@ struct render_options {
     // "## Response Format" block.
     std::optional<nlohmann::ordered_json> response_format;
     // When set, receives the [begin, end) byte ranges of the output that hold client text
-    // (message content, reasoning, tool results), so a tokenizer can keep special-token
-    // literals in them from becoming control tokens (engine/prompt_tokens.h).
+    // (message content, reasoning, tool results, tool schemas, the response format, and the
+    // names, keys and values of canonically rendered tool calls; a replayed raw_dsml block is
+    // not client text), ascending, so a tokenizer can keep special-token literals in them from
+    // becoming control tokens (engine/prompt_tokens.h, the server's prompt.h).
     std::vector<std::pair<size_t, size_t>>* client_spans = nullptr;
 };
 

@@ -38,32 +38,6 @@ std::pair<int32_t, size_t> special_literals::match(std::string_view s, size_t po
     return {-1, 0};
 }
 
-bool special_literals::contains_special(std::string_view s) const {
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (by_first_[static_cast<unsigned char>(s[i])].empty()) continue;
-        if (match(s, i).first >= 0) return true;
-    }
-    return false;
-}
-
-std::string special_literals::mask(std::string_view s) const {
-    std::string out(s);
-    for (size_t i = 0; i < out.size();) {
-        if (by_first_[static_cast<unsigned char>(out[i])].empty()) {
-            ++i;
-            continue;
-        }
-        const auto [id, len] = match(out, i);
-        if (id < 0) {
-            ++i;
-            continue;
-        }
-        std::fill_n(out.begin() + static_cast<std::ptrdiff_t>(i), len, 'x');
-        i += len;
-    }
-    return out;
-}
-
 std::vector<trusted_special> special_literals::find(std::string_view text) const {
     std::vector<trusted_special> out;
     for (size_t i = 0; i < text.size();) {
@@ -128,49 +102,34 @@ bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached
 }
 
 // ---------------------------------------------------------------------------------------------
-// Masked rendering
+// Rendering with client spans
 // ---------------------------------------------------------------------------------------------
 
 namespace {
 
-void mask_json(const special_literals& lits, nlohmann::ordered_json& v) {
-    if (v.is_string()) {
-        const auto& s = v.get_ref<const std::string&>();
-        if (lits.contains_special(s)) v = lits.mask(s);
-    } else if (v.is_array()) {
-        for (auto& e : v) mask_json(lits, e);
-    } else if (v.is_object()) {
-        nlohmann::ordered_json out = nlohmann::ordered_json::object();
-        for (auto& [k, e] : v.items()) {
-            nlohmann::ordered_json copy = e;
-            mask_json(lits, copy);
-            out[lits.contains_special(k) ? lits.mask(k) : k] = std::move(copy);
+// The special literals of `text` that lie wholly outside the client spans: the template's own
+// control literals. A literal inside, or overlapping, client text is plain text.
+std::vector<trusted_special> template_specials(
+    const special_literals& lits, std::string_view text,
+    const std::vector<std::pair<size_t, size_t>>& client_spans) {
+    std::vector<trusted_special> out;
+    size_t from = 0;
+    auto scan = [&](size_t end) {
+        if (end <= from) return;
+        for (trusted_special s : lits.find(text.substr(from, end - from))) {
+            s.offset += from;
+            out.push_back(s);
         }
-        v = std::move(out);
+    };
+    for (const auto& [b, e] : client_spans) {
+        if (b < from || e > text.size() || b > e) {
+            throw Error("prompt: client spans out of order (never expected)");
+        }
+        scan(b);
+        from = e;
     }
-}
-
-// Tool call arguments: masked in the decoded JSON domain (the renderer decodes them, so a
-// "\u003c" escape would otherwise become a literal '<' after masking).
-std::string mask_arguments(const special_literals& lits, const std::string& args) {
-    auto v = nlohmann::ordered_json::parse(args, nullptr, false);
-    if (v.is_discarded() || !v.is_object()) return lits.mask(args);
-    mask_json(lits, v);
-    return v.dump();
-}
-
-// Same-length filler for the trusted pass: special literals of the vocabulary only.
-std::vector<trusted_special> trusted_from(const special_literals& lits, std::string_view text,
-                                          std::string_view masked) {
-    if (text.size() != masked.size()) {
-        throw Error("prompt: masked render differs in length from the real render");
-    }
-    std::vector<trusted_special> specials = lits.find(masked);
-    // A literal of the masked render must be the same literal in the real text.
-    std::erase_if(specials, [&](const trusted_special& s) {
-        return text.compare(s.offset, s.len, masked.substr(s.offset, s.len)) != 0;
-    });
-    return specials;
+    scan(text.size());
+    return out;
 }
 
 }  // namespace
@@ -179,28 +138,11 @@ prompt build_chat_prompt(const tokenizer& tok, const special_literals& lits,
                          const std::vector<chat::message>& messages, const chat::tool_list& tools,
                          const chat::render_options& options) {
     prompt p;
-    p.text = chat::render_chat(messages, tools, options);
-
-    std::vector<chat::message> masked = messages;
-    for (auto& m : masked) {
-        m.content = lits.mask(m.content);
-        m.reasoning_content = lits.mask(m.reasoning_content);
-        m.tool_call_id = lits.mask(m.tool_call_id);
-        m.name = lits.mask(m.name);
-        for (auto& c : m.tool_calls) {
-            c.id = lits.mask(c.id);
-            c.name = lits.mask(c.name);
-            c.arguments = mask_arguments(lits, c.arguments);
-        }
-        // raw_dsml is what the model sampled earlier (exact replay): trusted as is.
-    }
-    chat::tool_list masked_tools = tools;
-    for (auto& t : masked_tools) mask_json(lits, t);
-    chat::render_options mo = options;
-    if (mo.response_format) mask_json(lits, *mo.response_format);
-    const std::string masked_text = chat::render_chat(masked, masked_tools, mo);
-
-    p.specials = trusted_from(lits, p.text, masked_text);
+    std::vector<std::pair<size_t, size_t>> spans;
+    chat::render_options ro = options;
+    ro.client_spans = &spans;
+    p.text = chat::render_chat(messages, tools, ro);
+    p.specials = template_specials(lits, p.text, spans);
     encode_trusted(tok, p.text, p.specials, 0, p.tokens);
     return p;
 }
@@ -209,19 +151,16 @@ prompt build_completion_prompt(const tokenizer& tok, const special_literals& lit
                                std::string_view user_prompt, chat::think_mode mode,
                                uint64_t n_ctx) {
     const chat::think_mode m = chat::effective_think_mode(mode, n_ctx);
-    auto assemble = [&](std::string_view user) {
-        std::string s(chat::kBos);
-        if (m == chat::think_mode::think_max) s += chat::kThinkMaxPrefix;
-        s += "You are a helpful assistant";
-        s += chat::kUser;
-        s += user;
-        s += chat::kAssistant;
-        s += m == chat::think_mode::nothink ? chat::kThinkEnd : chat::kThinkStart;
-        return s;
-    };
     prompt p;
-    p.text = assemble(user_prompt);
-    p.specials = trusted_from(lits, p.text, assemble(lits.mask(user_prompt)));
+    p.text = chat::kBos;
+    if (m == chat::think_mode::think_max) p.text += chat::kThinkMaxPrefix;
+    p.text += "You are a helpful assistant";
+    p.text += chat::kUser;
+    const std::pair<size_t, size_t> user{p.text.size(), p.text.size() + user_prompt.size()};
+    p.text += user_prompt;
+    p.text += chat::kAssistant;
+    p.text += m == chat::think_mode::nothink ? chat::kThinkEnd : chat::kThinkStart;
+    p.specials = template_specials(lits, p.text, {user});
     encode_trusted(tok, p.text, p.specials, 0, p.tokens);
     return p;
 }

@@ -1,19 +1,21 @@
 // Prompt construction for the server: rendering with untrusted client text, tokenization that
 // keeps client text from injecting control tokens, and the think-mode resolution of a request.
 //
-// Owns: the special-literal matcher (every literal encode_chat() recognises), masking of
-// client strings, "trusted" rendered-chat tokenization, think-mode resolution (protocol §2.1).
+// Owns: the special-literal matcher (every literal encode_chat() recognises), the trusted
+// literals of a render (those outside client text), "trusted" rendered-chat tokenization,
+// the check of a cached prefix against a prompt, think-mode resolution (protocol §2.1).
 // Does not own: the prompt layout (src/chat/renderer), BPE (src/tokenizer), JSON parsing of
 // requests (api_*.cpp).
 //
-// Why masking: the renderer produces one string in which template literals (<｜User｜>,
+// Why spans: the renderer produces one string in which template literals (<｜User｜>,
 // <think>, the DSML markers of a replayed block...) and client text are mixed. Tokenizing it
-// with encode_chat() would turn a literal typed by a user into a control token. So the request
-// is rendered twice: once as is (the text the model sees, byte for byte) and once with every
-// special literal inside client strings replaced by filler bytes of the same length. The
-// special literals of the masked render are the trusted ones; the real text is then tokenized
-// with exactly those as control tokens and everything between them as plain text. Without
-// client literals the result equals encode_chat() of the text.
+// with encode_chat() would turn a literal typed by a user into a control token. So the
+// renderer reports where client text lies (chat::render_options::client_spans); the special
+// literals outside those spans are the trusted ones, and the text is tokenized with exactly
+// those as control tokens and everything between them as plain text. Without client literals
+// the result equals encode_chat() of the text. (Rendering twice, once with client literals
+// masked by same-length filler, broke on escaping: names and arguments holding '<' or '>'
+// rendered to different lengths and valid requests were refused.)
 #pragma once
 
 #include <array>
@@ -47,9 +49,6 @@ class special_literals {
 
     // The longest special literal starting at s[pos]: {id, length} or {-1, 0}.
     std::pair<int32_t, size_t> match(std::string_view s, size_t pos) const;
-    bool contains_special(std::string_view s) const;
-    // `s` with every special literal (leftmost-longest) replaced by as many 'x' bytes.
-    std::string mask(std::string_view s) const;
     // Every special literal of `text`, leftmost-longest, ascending.
     std::vector<trusted_special> find(std::string_view text) const;
 
@@ -82,9 +81,9 @@ void encode_trusted(const tokenizer& tok, std::string_view text,
 bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached,
                            const prompt& in, size_t* cut);
 
-// Renders `messages` / `tools` twice (as is, and with client strings masked) and tokenizes.
-// raw_dsml blocks (exact replay of sampled bytes) are trusted. Throws magnetar::Error when the
-// two renders disagree in length (never expected).
+// Renders `messages` / `tools` and tokenizes with the template's literals as the only control
+// tokens; raw_dsml blocks (exact replay of sampled bytes) are template text. Throws
+// magnetar::Error where the renderer does (tool schemas nested too deeply).
 prompt build_chat_prompt(const tokenizer& tok, const special_literals& lits,
                          const std::vector<chat::message>& messages, const chat::tool_list& tools,
                          const chat::render_options& options);
