@@ -1,3 +1,4 @@
+// The disk KV cache file: encoding, crash-safe writing and every check on reading (kv_file.h).
 #include "kvstore/kv_file.h"
 
 #include <fcntl.h>
@@ -23,6 +24,7 @@ constexpr uint32_t k_max_text = 1u << 30;
 constexpr uint32_t k_max_tool_entries = 1u << 22;
 constexpr uint32_t k_max_tool_id = 256;
 constexpr uint32_t k_max_tool_dsml = 512u << 20;
+constexpr int k_temp_names = 16;  // <name>.kv.tmp.<pid>, then .<pid>.1 ... .<pid>.15
 
 void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void put_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -168,6 +170,38 @@ status bad(const std::string& path, const std::string& why) {
     return {status_code::bad_payload, path + ": " + why};
 }
 
+// Opens an existing cache file. A FIFO, device, socket, directory or symbolic link carrying an
+// entry's name is refused without being opened in a way that blocks or follows it: lstat first
+// (nothing is opened for what is not a regular file), then O_NOFOLLOW | O_NONBLOCK and fstat
+// (the name may have changed in between). Refusals are status_code::invalid_argument: not a
+// cache file at all, as opposed to bad_payload (a cache file with bad contents).
+int open_regular(const std::string& path, int flags, status* err) {
+    struct stat sb;
+    if (::lstat(path.c_str(), &sb) != 0) {
+        *err = {status_code::invalid_argument, path + ": cannot open: " + errno_text()};
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        *err = {status_code::invalid_argument,
+                path + ": not a regular file (" + file_kind(sb.st_mode) + ")"};
+        return -1;
+    }
+    const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *err = {status_code::invalid_argument,
+                path + ": cannot open: " + (errno == ELOOP ? "a symbolic link" : errno_text())};
+        return -1;
+    }
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ::close(fd);
+        *err = {status_code::invalid_argument, path + ": not a regular file"};
+        return -1;
+    }
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 // Reads the integrity section at the end of the file.
 bool read_integrity(int fd, uint64_t file_size, uint8_t digest[32], uint64_t* fingerprint) {
     uint8_t sec[k_integrity_bytes];
@@ -192,6 +226,42 @@ const char* reason_name(save_reason r) {
         case save_reason::agent_session: return "agent-session";
         default: return "unknown";
     }
+}
+
+const char* file_kind(unsigned mode) {
+    switch (mode & S_IFMT) {
+        case S_IFREG: return "regular file";
+        case S_IFDIR: return "directory";
+        case S_IFLNK: return "symbolic link";
+        case S_IFIFO: return "FIFO";
+        case S_IFSOCK: return "socket";
+        case S_IFCHR: return "character device";
+        case S_IFBLK: return "block device";
+        default: return "unknown kind";
+    }
+}
+
+bool is_entry_name(std::string_view n) {
+    return n.size() == 43 && n.substr(40) == ".kv" &&
+           n.find_first_not_of("0123456789abcdef") == 40;
+}
+
+bool is_temp_name(std::string_view n, long* pid) {
+    if (n.size() < 49 || n.substr(40, 8) != ".kv.tmp." ||
+        n.find_first_not_of("0123456789abcdef") != 40)
+        return false;
+    const std::string_view rest = n.substr(48);
+    const size_t dot = rest.find('.');
+    const std::string_view p = rest.substr(0, dot);
+    if (p.empty() || p.size() > 9 || p.find_first_not_of("0123456789") != std::string::npos)
+        return false;
+    if (dot != std::string_view::npos) {
+        const std::string_view k = rest.substr(dot + 1);
+        if (k.empty() || k.size() > 2 || k.find_first_not_of("0123456789") != std::string::npos)
+            return false;
+    }
+    if (pid) *pid = std::stol(std::string(p));
+    return true;
 }
 
 uint64_t unix_now() { return static_cast<uint64_t>(std::time(nullptr)); }
@@ -254,9 +324,20 @@ status write_file(const std::string& dir, const Session& session, const model_id
         return {status_code::invalid_argument, "kv store: key text too long"};
     const std::string name = file_name_for(req.key_text);
     const std::string path = dir + "/" + name;
-    const std::string tmp = strfmt("%s.tmp.%d", path.c_str(), static_cast<int>(::getpid()));
-    fd_guard f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (f.fd < 0) return {status_code::internal, "kv store: cannot create " + tmp + ": " + errno_text()};
+    // A new file, never an existing name: O_EXCL refuses a leftover or a planted name (and a
+    // symbolic link there is never followed); the next candidate name is tried instead.
+    std::string tmp;
+    fd_guard f(-1);
+    for (int k = 0; k < k_temp_names && f.fd < 0; ++k) {
+        tmp = strfmt("%s.tmp.%d", path.c_str(), static_cast<int>(::getpid()));
+        if (k > 0) tmp += strfmt(".%d", k);
+        f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (f.fd < 0 && errno != EEXIST)
+            return {status_code::internal, "kv store: cannot create " + tmp + ": " + errno_text()};
+    }
+    if (f.fd < 0)
+        return {status_code::internal, "kv store: cannot create a temp file for " + path +
+                                           ": every candidate name exists"};
     auto fail = [&](const std::string& why) -> status {
         ::unlink(tmp.c_str());
         return {status_code::internal, "kv store: " + tmp + ": " + why};
@@ -298,8 +379,10 @@ status write_file(const std::string& dir, const Session& session, const model_id
     put_u64(sec + 36, id.fingerprint);
     if (!write_all(f.fd, sec, sizeof sec)) return fail("write failed: " + errno_text());
     if (::fsync(f.fd) != 0) return fail("fsync failed: " + errno_text());
-    ::close(f.fd);
+    const int closed = ::close(f.fd);
     f.fd = -1;
+    if (closed != 0) return fail("close failed: " + errno_text());
+    // rename never follows a symbolic link at the final name: it replaces the link itself.
     if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename failed: " + errno_text());
     fd_guard d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (d.fd >= 0) ::fsync(d.fd);
@@ -308,8 +391,9 @@ status write_file(const std::string& dir, const Session& session, const model_id
 }
 
 status inspect_file(const std::string& path, file_info* out) {
-    fd_guard f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (f.fd < 0) return {status_code::invalid_argument, path + ": cannot open: " + errno_text()};
+    status err;
+    fd_guard f(open_regular(path, O_RDONLY, &err));
+    if (f.fd < 0) return err;
     struct stat sb;
     if (::fstat(f.fd, &sb) != 0) return bad(path, "cannot stat: " + errno_text());
     file_info fi;
@@ -354,8 +438,9 @@ namespace {
 // given; checks the name, the tool map and the checksum.
 status read_body(const std::string& path, const file_info& fi, Session* session,
                  std::string* key_text, tool_map* tools) {
-    fd_guard f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (f.fd < 0) return bad(path, "cannot open: " + errno_text());
+    status err;
+    fd_guard f(open_regular(path, O_RDONLY, &err));
+    if (f.fd < 0) return err;
     if (::lseek(f.fd, static_cast<off_t>(k_header_bytes), SEEK_SET) < 0)
         return bad(path, "seek failed");
     const uint64_t body = fi.file_size - k_header_bytes - k_integrity_bytes;
@@ -442,8 +527,8 @@ status read_key_text(const std::string& path, std::string* text) {
     file_info fi;
     status st = inspect_file(path, &fi);
     if (!st.ok()) return st;
-    fd_guard f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (f.fd < 0) return bad(path, "cannot open: " + errno_text());
+    fd_guard f(open_regular(path, O_RDONLY, &st));
+    if (f.fd < 0) return st;
     text->resize(fi.text_len);
     if (::pread(f.fd, text->data(), fi.text_len, k_header_bytes + 4) !=
         static_cast<ssize_t>(fi.text_len))
@@ -470,8 +555,9 @@ status load_file(const std::string& path, Session& session, const model_identity
 }
 
 status touch_file(const std::string& path, uint64_t now) {
-    fd_guard f(::open(path.c_str(), O_RDWR | O_CLOEXEC));
-    if (f.fd < 0) return {status_code::internal, path + ": cannot open: " + errno_text()};
+    status err;
+    fd_guard f(open_regular(path, O_RDWR, &err));
+    if (f.fd < 0) return err;
     uint8_t hb[k_header_bytes];
     if (::pread(f.fd, hb, sizeof hb, 0) != static_cast<ssize_t>(sizeof hb))
         return bad(path, "truncated header");

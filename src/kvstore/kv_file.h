@@ -76,6 +76,13 @@ struct model_identity {
 
 std::string sha1_hex(std::string_view text);
 std::string file_name_for(std::string_view key_text);  // sha1_hex + ".kv"
+// Names this module writes: an entry "<40 lowercase hex>.kv" and a temp file
+// "<40 hex>.kv.tmp.<pid>" or "<40 hex>.kv.tmp.<pid>.<k>" (k < 16, when the first name was
+// taken); is_temp_name gives the writer's pid.
+bool is_entry_name(std::string_view name);
+bool is_temp_name(std::string_view name, long* pid = nullptr);
+// "FIFO", "directory", "symbolic link", ... for a st_mode, in messages.
+const char* file_kind(unsigned mode);
 
 struct write_request {
     std::string_view key_text;
@@ -85,7 +92,9 @@ struct write_request {
     uint64_t now = 0;  // creation time (0: the current time)
 };
 
-// Writes `session`'s timeline into dir/<sha1>.kv through a temp file; returns the final path.
+// Writes `session`'s timeline into dir/<sha1>.kv through a new temp file (O_EXCL, mode 0600,
+// never an existing name or a symbolic link); returns the final path. Any write error (a full
+// disk, EFBIG under a file-size limit) is returned and the temp file removed.
 status write_file(const std::string& dir, const Session& session, const model_identity& id,
                   const write_request& req, std::string* path = nullptr);
 
@@ -99,6 +108,10 @@ struct file_info {
     uint64_t fingerprint = 0;
 };
 
+// Every reader below opens only regular files, never blocking on a FIFO or device and never
+// following a symbolic link: anything else is status_code::invalid_argument ("not a regular
+// file", "cannot open"), while a cache file with bad contents is status_code::bad_payload.
+//
 // Header, sizes and layout checks (no checksum, no payload): fast enough for a directory scan.
 status inspect_file(const std::string& path, file_info* out);
 // Full verification: inspect_file, the key text's SHA-1 against the name, the tool map's

@@ -1,6 +1,8 @@
+// The disk KV cache directory: safety checks, index, lookup, saving and eviction (kv_store.h).
 #include "kvstore/kv_store.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <openssl/sha.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -52,13 +54,57 @@ double eviction_score(const file_info& e, uint64_t now) {
     return (hits + 1.0) * e.header.tokens / static_cast<double>(std::max<uint64_t>(e.file_size, 1));
 }
 
+namespace {
+
+// Whether the writer named by a temp file may still be running (kill(pid, 0): EPERM means a
+// process exists that we may not signal). Our own pid counts as finished: one store per
+// process, so a temp file with our pid is a leftover of an earlier process that had it.
+bool writer_may_run(long pid) {
+    if (pid <= 0 || pid == static_cast<long>(::getpid())) return false;
+    return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+constexpr int64_t k_stale_temp_s = 3600;  // a temp file untouched this long is abandoned
+
+}  // namespace
+
 store::store(store_options opts, model_identity id, log_fn log)
     : opts_(std::move(opts)), id_(id), log_(std::move(log)) {
     if (opts_.dir.empty()) throw Error("kv store: no directory given");
-    if (::mkdir(opts_.dir.c_str(), 0700) != 0 && errno != EEXIST)
-        throw Error(strfmt("kv store: cannot create %s: %s", opts_.dir.c_str(), std::strerror(errno)));
+    check_directory();
     scan();
     enforce_budget();
+}
+
+// The directory holds other users' prompts once shared, and whoever can write it can plant
+// files or links under our names: it must be this user's own (a symbolic link to it is fine
+// when the link is ours or root's) and not writable by others. Group-writable is only warned
+// about: with per-user groups (umask 002) that is the normal mode of a user's directories.
+void store::check_directory() {
+    const char* d = opts_.dir.c_str();
+    if (::mkdir(d, 0700) != 0 && errno != EEXIST)
+        throw Error(strfmt("kv store: cannot create %s: %s", d, std::strerror(errno)));
+    const uid_t me = ::geteuid();
+    struct stat lsb, sb;
+    if (::lstat(d, &lsb) != 0 || ::stat(d, &sb) != 0)
+        throw Error(strfmt("kv store: cannot stat %s: %s", d, std::strerror(errno)));
+    if (S_ISLNK(lsb.st_mode) && lsb.st_uid != me && lsb.st_uid != 0)
+        throw Error(strfmt("kv store: %s is a symbolic link owned by uid %u, not by this user "
+                           "(uid %u); give the directory itself",
+                           d, static_cast<unsigned>(lsb.st_uid), static_cast<unsigned>(me)));
+    if (!S_ISDIR(sb.st_mode))
+        throw Error(strfmt("kv store: %s is not a directory (%s)", d, file_kind(sb.st_mode)));
+    if (sb.st_uid != me)
+        throw Error(strfmt("kv store: %s belongs to uid %u, not to this user (uid %u); use a "
+                           "directory of your own",
+                           d, static_cast<unsigned>(sb.st_uid), static_cast<unsigned>(me)));
+    if (sb.st_mode & S_IWOTH)
+        throw Error(strfmt("kv store: %s is writable by every user (mode %04o); chmod 700 it or "
+                           "use another directory",
+                           d, static_cast<unsigned>(sb.st_mode & 07777)));
+    if (sb.st_mode & S_IWGRP)
+        log(strfmt("kv store: warning: %s is group-writable (mode %04o); chmod 700 is safer", d,
+                   static_cast<unsigned>(sb.st_mode & 07777)));
 }
 
 void store::log(const std::string& line) const {
@@ -73,31 +119,55 @@ void store::scan() {
     while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
     ::closedir(d);
     std::sort(names.begin(), names.end());
+    size_t foreign = 0;
+    uint64_t foreign_bytes = 0;
+    const int64_t now = static_cast<int64_t>(unix_now());
     for (const std::string& n : names) {
         const std::string path = opts_.dir + "/" + n;
-        if (n.size() > 48 && n.compare(40, 8, ".kv.tmp.") == 0) {
-            // A write that never finished (crash, kill): never valid.
+        long pid = 0;
+        const bool temp = is_temp_name(n, &pid);
+        if (!temp && !is_entry_name(n)) continue;  // not ours
+        // lstat only: nothing is opened (or followed) before it is known to be a regular file.
+        struct stat sb;
+        if (::lstat(path.c_str(), &sb) != 0) continue;  // gone meanwhile
+        if (!S_ISREG(sb.st_mode)) {
+            log(strfmt("kv store: skipped %s: a %s, not a cache file (left in place)", n.c_str(),
+                       file_kind(sb.st_mode)));
+            continue;
+        }
+        if (temp) {
+            // A write that never finished (crash, kill) is never valid; one of another live
+            // process (a second server on this directory) may still be in progress.
+            if (sb.st_uid != ::geteuid()) continue;
+            if (writer_may_run(pid) && now - static_cast<int64_t>(sb.st_mtime) < k_stale_temp_s)
+                continue;
             ::unlink(path.c_str());
             log("kv store: removed unfinished write " + n);
             continue;
         }
-        if (n.size() != 43 || n.compare(40, 3, ".kv") != 0 ||
-            n.find_first_not_of("0123456789abcdef") != 40)
-            continue;  // not ours
         file_info fi;
         const status st = inspect_file(path, &fi);
         if (!st.ok()) {
-            ::unlink(path.c_str());
-            log("kv store: removed invalid file: " + st.message());
+            if (st.code() == status_code::bad_payload) {
+                ::unlink(path.c_str());
+                log("kv store: removed invalid file: " + st.message());
+            } else {
+                log("kv store: skipped " + st.message());
+            }
             continue;
         }
         if (fi.fingerprint != id_.fingerprint) {
-            ::unlink(path.c_str());
-            log("kv store: removed " + n + ": written for another model");
+            // Another model's entry (two servers, one directory): its store manages it.
+            ++foreign;
+            foreign_bytes += fi.file_size;
             continue;
         }
         index_[path] = fi;
     }
+    if (foreign > 0)
+        log(strfmt("kv store: left alone %zu entries (%.1f MiB) written for other models; the "
+                   "budget counts only this model's",
+                   foreign, static_cast<double>(foreign_bytes) / (1 << 20)));
 }
 
 std::vector<file_info> store::entries() const {
@@ -160,6 +230,22 @@ bool store::save(const Session& session, std::string_view key_text, save_reason 
                    static_cast<unsigned long long>(opts_.budget_bytes)));
         return false;
     }
+    // The name is the key text's SHA-1 only, so another model's entry for the same text may
+    // hold it: that one is not ours to replace (nor is anything but a regular file).
+    const std::string target = opts_.dir + "/" + file_name_for(key_text);
+    struct stat sb;
+    if (index_.count(target) == 0 && ::lstat(target.c_str(), &sb) == 0) {
+        file_info other;
+        if (!S_ISREG(sb.st_mode)) {
+            log(strfmt("kv store: not saving over %s: a %s", target.c_str(),
+                       file_kind(sb.st_mode)));
+            return false;
+        }
+        if (inspect_file(target, &other).ok() && other.fingerprint != id_.fingerprint) {
+            log("kv store: not saving over " + other.name + ".kv: written for another model");
+            return false;
+        }
+    }
     write_request req;
     req.key_text = key_text;
     req.reason = reason;
@@ -199,16 +285,30 @@ bool store::load_longest_prefix(std::string_view text, Session& session, hit* ou
         if (a->text_len != b->text_len) return a->text_len > b->text_len;
         return a->header.tokens > b->header.tokens;
     });
-    std::vector<std::string> failed;
+    std::vector<std::string> failed, forgotten;
     bool loaded = false;
     for (const file_info* fi : cands) {
         if (sha1_hex(text.substr(0, fi->text_len)) != fi->name) continue;
+        // The name may have changed since the scan: a file of another model (a second server
+        // saved the same text) or something that is not a regular file is forgotten, not
+        // removed; a damaged file is removed.
+        file_info now_fi;
+        const status si = inspect_file(fi->path, &now_fi);
+        if (si.ok() && now_fi.fingerprint != id_.fingerprint) {
+            forgotten.push_back(fi->path);
+            log("kv store: " + fi->name + ".kv now belongs to another model; left alone");
+            continue;
+        }
+        if (!si.ok() && si.code() != status_code::bad_payload) {
+            forgotten.push_back(fi->path);
+            log("kv store: cannot load: " + si.message());
+            continue;
+        }
         hit h;
-        const status st = load_file(fi->path, session, id_, &h.key_text, &h.tools);
+        const status st = si.ok() ? load_file(fi->path, session, id_, &h.key_text, &h.tools) : si;
         if (!st.ok()) {
-            failed.push_back(fi->path);
+            if (st.code() == status_code::bad_payload) failed.push_back(fi->path);
             log("kv store: cannot load: " + st.message());
-            if (st.code() == status_code::bad_payload) continue;
             continue;
         }
         if (text.substr(0, h.key_text.size()) != h.key_text) {  // SHA-1 collision guard
@@ -231,6 +331,7 @@ bool store::load_longest_prefix(std::string_view text, Session& session, hit* ou
         break;
     }
     for (const std::string& p : failed) remove(p, "failed to load");
+    for (const std::string& p : forgotten) index_.erase(p);
     return loaded;
 }
 

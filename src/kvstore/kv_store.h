@@ -2,9 +2,11 @@
 // directory at start, lookup of the longest stored prefix of a rendered prompt, saving with the
 // budget check, and eviction by score under the byte budget.
 //
-// Every file that fails a check (header, size, name, checksum, model, payload) is logged and
-// removed, never loaded. Single-process: the index is kept in memory and updated by this
-// object's own saves, loads and removals.
+// Every file that fails a check (header, size, name, checksum, payload) is logged and removed,
+// never loaded. Files of another model (fingerprint) and anything under our names that is not a
+// regular file are left in place and not indexed: several models (servers) may share one
+// directory, each managing and budgeting only its own entries. One store per process: the
+// index is kept in memory and updated by this object's own saves, loads and removals.
 #pragma once
 
 #include <cstdint>
@@ -41,9 +43,11 @@ double eviction_score(const file_info& e, uint64_t now);
 
 class store {
   public:
-    // Creates the directory (mode 0700) if needed, removes stale temp files, indexes the valid
-    // files (removing invalid ones) and enforces the budget. Throws magnetar::Error when the
-    // directory cannot be created or read.
+    // Creates the directory (mode 0700) if needed, checks that it is the user's own and not
+    // world-writable, removes stale temp files (regular files of ours whose writer is gone),
+    // indexes this model's valid files (removing invalid ones; other models' left alone) and
+    // enforces the budget. Throws magnetar::Error when the directory cannot be created or read
+    // or fails the checks.
     store(store_options opts, model_identity id, log_fn log = {});
 
     struct hit {
@@ -59,14 +63,17 @@ class store {
         std::function<bool(std::string_view key_text, std::span<const int32_t> tokens)>;
     // Longest stored key text that is a byte prefix of `text` (ties: more tokens) whose tokens
     // `accept` takes, loaded into `session`. Candidates that fail to load are removed and the
-    // next one is tried; refused ones stay stored (they fit other prompts). False when nothing
-    // usable is stored; `session` is then unchanged unless a candidate was loaded and refused
-    // or failed (it is then empty).
+    // next one is tried (one that now belongs to another model, or is no longer a regular
+    // file, is only forgotten); refused ones stay stored (they fit other prompts). False when
+    // nothing usable is stored; `session` is then unchanged unless a candidate was loaded and
+    // refused or failed (it is then empty).
     bool load_longest_prefix(std::string_view text, Session& session, hit* out,
                              const accept_fn& accept = {});
 
     // Saves the session's timeline under key_text. Skipped (returns false, logs why) below
-    // min_tokens or when the file would not fit the budget; true when written.
+    // min_tokens, when the file would not fit the budget or when the name is held by another
+    // model's entry; a failed write (full disk, file-size limit) returns false with one log
+    // line and leaves no temp file. True when written.
     bool save(const Session& session, std::string_view key_text, save_reason reason,
               uint8_t key_flags = 0, const tool_map* tools = nullptr);
 
@@ -82,6 +89,7 @@ class store {
 
   private:
     void log(const std::string& line) const;
+    void check_directory();
     void scan();
 
     store_options opts_;

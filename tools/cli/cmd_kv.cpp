@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -28,18 +29,21 @@ bool is_dir(const std::string& p) {
     return ::stat(p.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-// The .kv files of a directory, or the one file named.
+// The entries (names "<40 hex>.kv") of a directory, or the one file named (a symbolic link
+// named on the command line is followed here; inside a directory none is). Whatever is not a
+// regular file is listed too and reported by kvstore as such, never opened in a way that blocks.
 std::vector<std::string> kv_paths(const std::string& where) {
     if (!is_dir(where)) {
         if (::access(where.c_str(), R_OK) != 0) throw Error("kv: no such file or directory: " + where);
-        return {where};
+        char real[PATH_MAX];
+        return {::realpath(where.c_str(), real) ? std::string(real) : where};
     }
     std::vector<std::string> out;
     DIR* d = ::opendir(where.c_str());
     if (!d) throw Error("kv: cannot read " + where);
     while (dirent* e = ::readdir(d)) {
         const std::string n = e->d_name;
-        if (n.size() == 43 && n.compare(40, 3, ".kv") == 0) out.push_back(where + "/" + n);
+        if (kvstore::is_entry_name(n)) out.push_back(where + "/" + n);
     }
     ::closedir(d);
     std::sort(out.begin(), out.end());
@@ -86,11 +90,13 @@ std::string preview(const std::string& s, size_t n) {
 
 std::string mib(uint64_t b) { return strfmt("%.1f MiB", static_cast<double>(b) / (1 << 20)); }
 
-int cmd_ls(const std::string& dir) {
+int cmd_ls(const std::string& dir, const std::string& model) {
     uint64_t total = 0;
-    int bad = 0;
-    std::printf("%-12s %8s %5s %-10s %8s %11s  %-16s  %s\n", "name", "tokens", "hits", "reason",
-                "ctx", "size", "last used", "key text");
+    int bad = 0, foreign = 0;
+    kvstore::model_identity id;
+    if (!model.empty()) id = kvstore::identity_of_model(resolve_model_path(model));
+    std::printf("%-12s %8s %5s %-10s %8s %11s  %-16s  %-16s  %s\n", "name", "tokens", "hits",
+                "reason", "ctx", "size", "last used", "model", "key text");
     for (const std::string& p : kv_paths(dir)) {
         kvstore::file_info fi;
         const status st = kvstore::inspect_file(p, &fi);
@@ -102,12 +108,20 @@ int cmd_ls(const std::string& dir) {
         std::string text;
         kvstore::read_key_text(p, &text);
         total += fi.file_size;
-        std::printf("%-12s %8u %5u %-10s %8u %11s  %-16s  %s\n", fi.name.substr(0, 12).c_str(),
-                    fi.header.tokens, fi.header.hits, kvstore::reason_name(fi.header.reason),
+        std::string fp = strfmt("%016llx", static_cast<unsigned long long>(fi.fingerprint));
+        if (!model.empty() && fi.fingerprint != id.fingerprint) {
+            fp = "other " + fp.substr(0, 10);
+            ++foreign;
+        }
+        std::printf("%-12s %8u %5u %-10s %8u %11s  %-16s  %-16s  %s\n",
+                    fi.name.substr(0, 12).c_str(), fi.header.tokens, fi.header.hits, kvstore::reason_name(fi.header.reason),
                     fi.header.ctx, mib(fi.file_size).c_str(),
-                    when(fi.header.last_used).c_str(), preview(text, 48).c_str());
+                    when(fi.header.last_used).c_str(), fp.c_str(), preview(text, 48).c_str());
     }
     std::printf("total: %s\n", mib(total).c_str());
+    if (foreign > 0)
+        std::printf("%d entries written for another model (this model: %016llx)\n", foreign,
+                    static_cast<unsigned long long>(id.fingerprint));
     return bad ? 1 : 0;
 }
 
@@ -150,10 +164,17 @@ int cmd_verify(const std::string& where, const std::string& model) {
         if (!st.ok()) throw Error(st.message());
         id = kvstore::identity_of_model(eo.model_path);
     }
-    int bad = 0, good = 0;
+    int bad = 0, good = 0, foreign = 0;
     for (const std::string& p : kv_paths(where)) {
         kvstore::file_info fi;
         status st = kvstore::verify_file(p, &fi);
+        if (st.ok() && engine && fi.fingerprint != id.fingerprint) {
+            ++foreign;  // intact, but another model's: a store of this model leaves it alone
+            std::printf("other   %s (%u tokens, written for another model: %016llx)\n",
+                        p.c_str(), fi.header.tokens,
+                        static_cast<unsigned long long>(fi.fingerprint));
+            continue;
+        }
         if (st.ok() && engine) {
             session_options so;
             so.n_ctx = std::max<int64_t>(fi.header.ctx, fi.header.tokens + 1);
@@ -171,6 +192,7 @@ int cmd_verify(const std::string& where, const std::string& model) {
         }
     }
     std::printf("%d ok, %d bad%s\n", good, bad, engine ? " (payloads loaded into the model)" : "");
+    if (foreign > 0) std::printf("%d of another model (not loaded)\n", foreign);
     return bad ? 1 : 0;
 }
 
@@ -203,6 +225,8 @@ action setup(CLI::App& sub) {
     sub.require_subcommand(1);
     CLI::App* ls = sub.add_subcommand("ls", "List the files of a cache directory");
     ls->add_option("dir", a->dir, "Cache directory")->required();
+    ls->add_option("-m,--model", a->model,
+                   "Model GGUF: mark the entries written for another model");
     CLI::App* show = sub.add_subcommand("show", "Print one file's header and key text");
     show->add_option("dir", a->dir, "Cache directory (or the file itself)")->required();
     show->add_option("name", a->name, "SHA-1 name or a unique prefix of it");
@@ -215,9 +239,10 @@ action setup(CLI::App& sub) {
     rm->add_option("dir", a->dir, "Cache directory")->required();
     rm->add_option("names", a->names, "SHA-1 names or unique prefixes");
     rm->add_flag("--all", a->all, "Remove every cache file of the directory");
-    sub.footer("Exit status 1 when ls or verify finds an invalid file.");
+    sub.footer("Exit status 1 when ls or verify finds an invalid file (a file of another model "
+               "is not invalid).");
     return [a, ls, show, verify, rm]() {
-        if (ls->parsed()) return cmd_ls(a->dir);
+        if (ls->parsed()) return cmd_ls(a->dir, a->model);
         if (show->parsed()) return cmd_show(a->dir, a->name, a->full);
         if (verify->parsed()) return cmd_verify(a->dir, a->model);
         if (rm->parsed()) return cmd_rm(a->dir, a->names, a->all);

@@ -1,4 +1,6 @@
 // The `magnetar` binary: one executable, one subcommand per front end.
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -67,6 +69,10 @@ int run_cli(int argc, char** argv) {
 // Under mpirun with several ranks (docs/distributed.md), rank 0 runs the front end and the
 // first pipeline stage; every other rank serves its stage until rank 0 is done.
 int main(int argc, char** argv) {
+    // A file-size limit (ulimit -f) must fail the write that reaches it with EFBIG, which every
+    // writer (disk KV cache, quantize, gen-model, ...) reports as an error, instead of killing
+    // the process with SIGXFSZ: `serve` answers the request and carries on without that file.
+    ::signal(SIGXFSZ, SIG_IGN);
     namespace dist = magnetar::dist;
     if (dist::launched_multi() && dist::built_with_mpi()) {
         try {
