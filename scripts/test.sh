@@ -4,8 +4,9 @@
 #   1. the main build's tests (ctest on build/);
 #   2. the parser and quant tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 #      (build-asan/);
-#   3. when clang is present, the libFuzzer targets (GGUF reader, DSML parsers, tokenizer) for a
-#      short time each (build-fuzz/).
+#   3. when clang is present, the libFuzzer targets (GGUF reader, DSML parsers, tokenizer, chat
+#      renderer and prompt builder, session payload and disk KV file readers) for a short time
+#      each (build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -60,6 +61,19 @@ DICT
     mkdir -p build-fuzz/tokenizer-corpus
     build-fuzz/bin/fuzz_tokenizer -max_total_time=20 -max_len=512 -rss_limit_mb=4096 \
         build-fuzz/tokenizer-corpus tests/tokenizer/data
+fi
+if command -v clang++ >/dev/null 2>&1; then
+    echo "== fuzz: chat renderer and server prompt builder (libFuzzer, 20 s)"
+    cmake --build build-fuzz --target fuzz_render
+    mkdir -p build-fuzz/render-corpus
+    build-fuzz/bin/fuzz_render -max_total_time=20 -max_len=2048 -rss_limit_mb=4096 \
+        -dict=tests/fuzz/render.dict build-fuzz/render-corpus
+
+    echo "== fuzz: session payload and disk KV file readers (libFuzzer, 20 s)"
+    cmake --build build-fuzz --target fuzz_kv
+    mkdir -p build-fuzz/kv-corpus
+    build-fuzz/bin/fuzz_kv -max_total_time=20 -max_len=1048576 -rss_limit_mb=4096 \
+        build-fuzz/kv-corpus tests/fuzz/seeds-kv
 fi
 # One closing line over both ctest runs (the fuzzers print their own statistics above).
 total=$(awk '/tests passed, [0-9]+ tests failed out of/ {n += $NF} END {print n + 0}' "$log")
