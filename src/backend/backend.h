@@ -205,9 +205,12 @@ class backend {
     virtual bool supports(op_kind op) const = 0;
 
     // ---- device, buffers, stream ----
+    // Throws magnetar::Error when the memory cannot be had (never aborts: the size comes from
+    // the caller's context and the model's shape).
     virtual void* alloc_buffer(size_t bytes) = 0;
     virtual void free_buffer(void* base) = 0;
     // Grows per-thread scratch to cover `l` (never shrinks). Not called in the decode loop.
+    // Throws magnetar::Error (as alloc_buffer) and then keeps the scratch it had.
     virtual void reserve(const limits& l) = 0;
     // Host <-> device copies of whole contiguous tensors.
     virtual void upload(const tensor& dst, const void* src) = 0;

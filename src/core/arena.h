@@ -27,7 +27,9 @@ class arena {
     }
 
     // Contiguous tensor; aborts if the arena was sized too small (an internal invariant: the
-    // measuring pass saw the same allocations).
+    // measuring pass saw the same allocations). A measuring arena checks every size for
+    // overflow and throws magnetar::Error instead (the shapes come from the model and the
+    // caller's context).
     tensor alloc(ggml_type type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1);
     tensor alloc_f32(int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, int64_t ne3 = 1) {
         return alloc(ggml_type::F32, ne0, ne1, ne2, ne3);

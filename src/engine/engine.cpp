@@ -1,5 +1,9 @@
 // Engine: loads and validates the model once, owns the compute backend, creates sessions.
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <new>
 
 #include "backend/null_backend.h"
 #include "core/error.h"
@@ -9,6 +13,8 @@
 #include "core/thread_pool.h"
 #include "engine/prompt_tokens.h"
 #include "engine/engine_impl.h"
+#include "graph/forward41.h"
+#include "kv/cache41.h"
 
 namespace magnetar {
 
@@ -178,6 +184,47 @@ status Engine::tokenize_chat(const std::vector<chat_turn>& turns, think_mode mod
     return {};
 }
 
+namespace {
+
+// Memory of this host: physical memory, or the cgroup limit when that is lower (containers).
+// 0 when unknown (then sessions are not checked against it).
+uint64_t host_memory_bytes() {
+    uint64_t mem = 0;
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page = ::sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0) mem = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+    for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+        std::ifstream f(path);
+        unsigned long long limit = 0;
+        if (f >> limit && limit > 0 && (mem == 0 || limit < mem)) mem = limit;  // "max" fails to parse
+    }
+    return mem;
+}
+
+// What a session of n_ctx tokens allocates when it is created, computed before any of it is.
+struct session_footprint {
+    uint64_t cache = 0;     // KV cache buffer (V4.1: and the Engram history)
+    uint64_t scratch = 0;   // backend per-thread scratch the context needs
+    uint64_t timeline = 0;  // token timeline and logits row
+    uint64_t total() const { return cache + scratch + timeline; }
+};
+
+session_footprint footprint(const hparams& hp, const backend::cpu_backend& be, int64_t n_ctx, bool with_mtp,
+                            uint32_t l0, uint32_t l1) {
+    session_footprint f;
+    if (hp.is_v41()) {
+        f.cache = kv::cache41::buffer_bytes(hp, n_ctx, false);
+        f.scratch = be.reserve_bytes(graph::forward41_limits(hp, n_ctx));
+    } else {
+        f.cache = kv::cache::buffer_bytes(hp, n_ctx, with_mtp, l0, l1);
+        f.scratch = be.reserve_bytes(graph::scratch_limits(hp, n_ctx));
+    }
+    f.timeline = static_cast<uint64_t>(n_ctx) * sizeof(int32_t) + static_cast<uint64_t>(hp.n_vocab) * sizeof(float);
+    return f;
+}
+
+}  // namespace
+
 status Engine::create_session(const session_options& opts, std::unique_ptr<Session>* out) const {
     const hparams& hp = impl_->m->hp();
     if (opts.n_ctx < 1) return {status_code::invalid_argument, "session: n_ctx must be at least 1"};
@@ -185,6 +232,14 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         return {status_code::invalid_argument, "session: chunk_size must be at least 1"};
     if (opts.checkpoint_interval < 0)
         return {status_code::invalid_argument, "session: checkpoint_interval must be >= 0"};
+    // The bound that keeps every cache size far inside 64 bits (model/hparams.h).
+    if (static_cast<uint64_t>(opts.n_ctx) > hparam_limits::kMaxContext) {
+        return {status_code::invalid_argument,
+                strfmt("session: context too large: n_ctx = %lld is above the engine's bound of %llu "
+                       "tokens (16x the 1M context of DeepSeek V4 / V4.1)",
+                       static_cast<long long>(opts.n_ctx),
+                       static_cast<unsigned long long>(hparam_limits::kMaxContext))};
+    }
     if (opts.mtp_logits && hp.is_v41()) {
         return {status_code::unsupported,
                 "session: MTP logits requested but DeepSeek V4.1 models have no MTP block (their "
@@ -220,6 +275,24 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         s->remote_logits = !opts.all_logits;
         s->hc.resize(static_cast<size_t>(s->opts.chunk_size) * hp.n_hc * hp.n_embd);
     }
+    // A context the host cannot hold is refused before any of it is allocated (an allocation
+    // that the kernel overcommits would be killed when the cache is cleared).
+    const uint64_t host = host_memory_bytes();
+    session_footprint fp;
+    try {
+        fp = footprint(hp, *impl_->be, opts.n_ctx, impl_->info.has_mtp, l0, l1);
+    } catch (const Error& e) {
+        return {status_code::invalid_argument, strfmt("session: context too large: %s", e.what())};
+    }
+    if (host != 0 && fp.total() > host) {
+        return {status_code::invalid_argument,
+                strfmt("session: context too large: n_ctx = %lld needs %s (%llu bytes: KV cache %s, "
+                       "backend scratch %s, timeline %s), more than the host's %s of memory",
+                       static_cast<long long>(opts.n_ctx), human_bytes(fp.total()).c_str(),
+                       static_cast<unsigned long long>(fp.total()), human_bytes(fp.cache).c_str(),
+                       human_bytes(fp.scratch).c_str(), human_bytes(fp.timeline).c_str(),
+                       human_bytes(host).c_str())};
+    }
     try {
         s->tl = hp.is_v41()
                     ? make_v41_timeline(*impl_->m, be, opts.n_ctx)
@@ -227,15 +300,20 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         // Size the scratch arena: the forward pass of the largest chunk, with every optional
         // output on, run against a backend that executes nothing.
         s->arena_bytes = s->tl->arena_bytes(s->opts.chunk_size, s->opts.all_logits);
+        s->arena_buffer = be.alloc_buffer(s->arena_bytes);
+        s->ar = arena(s->arena_buffer, s->arena_bytes);
+        s->logits.assign(hp.n_vocab, 0.0f);
+        // The token timeline never outgrows the context (4 bytes a token, against the cache's
+        // kilobytes): reserved now, it never reallocates while decoding.
+        s->tokens.reserve(static_cast<size_t>(opts.n_ctx));
+    } catch (const std::bad_alloc&) {
+        return {status_code::internal,
+                strfmt("session: out of host memory for a context of %lld tokens (about %s needed)",
+                       static_cast<long long>(opts.n_ctx), human_bytes(fp.total()).c_str())};
     } catch (const Error& e) {
+        // Out of memory included (backend::alloc_buffer).
         return {status_code::internal, strfmt("session: %s", e.what())};
     }
-    s->arena_buffer = be.alloc_buffer(s->arena_bytes);
-    s->ar = arena(s->arena_buffer, s->arena_bytes);
-    s->logits.assign(hp.n_vocab, 0.0f);
-    // The token timeline never outgrows the context (4 bytes a token, against the cache's
-    // kilobytes): reserved now, it never reallocates while decoding.
-    s->tokens.reserve(static_cast<size_t>(opts.n_ctx));
     *out = std::unique_ptr<Session>(new Session(std::move(s)));
     return {};
 }

@@ -57,6 +57,15 @@ double global_kv_bytes_per_token(const hparams& hp) {
     return b;
 }
 
+uint64_t cache41::buffer_bytes(const hparams& hp, int64_t n_ctx, bool with_dspark) {
+    const uint32_t n_blocks = hp.n_layer + (with_dspark ? hp.n_dspark() : 0);
+    arena probe = arena::measuring();
+    std::vector<layer41_state> layers;
+    usage41 ignored;
+    layout(probe, hp, n_ctx, n_blocks, layers, ignored);
+    return probe.peak() + static_cast<uint64_t>(n_ctx) * sizeof(int64_t);
+}
+
 cache41::cache41(backend::backend& be, const hparams& hp, int64_t n_ctx, bool with_dspark)
     : be_(be), n_ctx_(n_ctx) {
     MAGNETAR_ASSERT(hp.is_v41() && n_ctx > 0, "cache41: a V4.1 model and n_ctx > 0");

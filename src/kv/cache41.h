@@ -48,7 +48,11 @@ struct usage41 {
 
 class cache41 {
   public:
+    // Throws magnetar::Error when the buffer cannot be allocated.
     cache41(backend::backend& be, const hparams& hp, int64_t n_ctx, bool with_dspark);
+    // Bytes such a cache allocates: its backend buffer plus the Engram history reserved on the
+    // host, for sizing a session before allocating it. Throws magnetar::Error on overflow.
+    static uint64_t buffer_bytes(const hparams& hp, int64_t n_ctx, bool with_dspark);
     ~cache41();
     cache41(const cache41&) = delete;
     cache41& operator=(const cache41&) = delete;

@@ -47,6 +47,19 @@ void layout(arena& a, const hparams& hp, int64_t n_ctx, bool with_mtp, uint32_t 
 
 }  // namespace
 
+uint64_t cache::buffer_bytes(const hparams& hp, int64_t n_ctx, bool with_mtp, uint32_t layer_begin,
+                             uint32_t layer_end) {
+    const uint32_t l0 = std::min(layer_begin, hp.n_layer);
+    const uint32_t l1 = std::min(layer_end, hp.n_layer);
+    if (l1 != hp.n_layer) with_mtp = false;
+    arena probe = arena::measuring();
+    std::vector<layer_state> layers;
+    tensor mtp_prev_hc;
+    usage ignored;
+    layout(probe, hp, n_ctx, with_mtp, l0, l1, layers, mtp_prev_hc, ignored);
+    return probe.peak();
+}
+
 cache::cache(backend::backend& be, const hparams& hp, int64_t n_ctx, bool with_mtp,
              uint32_t layer_begin, uint32_t layer_end)
     : be_(be),

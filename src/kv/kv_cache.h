@@ -43,8 +43,13 @@ class cache {
     // Allocates everything for n_ctx tokens in one backend buffer and clears it. A pipeline
     // stage (src/dist) holds only the layers [layer_begin, layer_end): the others get an empty
     // layer_state (null tensors) and take no memory; the MTP block belongs to the last stage.
+    // Throws magnetar::Error when the buffer cannot be allocated.
     cache(backend::backend& be, const hparams& hp, int64_t n_ctx, bool with_mtp,
           uint32_t layer_begin = 0, uint32_t layer_end = UINT32_MAX);
+    // Bytes of the buffer such a cache allocates (the same layout on a measuring arena), for
+    // sizing a session before allocating it. Throws magnetar::Error if the size overflows.
+    static uint64_t buffer_bytes(const hparams& hp, int64_t n_ctx, bool with_mtp,
+                                 uint32_t layer_begin = 0, uint32_t layer_end = UINT32_MAX);
     ~cache();
     cache(const cache&) = delete;
     cache& operator=(const cache&) = delete;

@@ -27,6 +27,74 @@ namespace magnetar {
 constexpr const char* kArchDeepseek4 = "deepseek4";
 constexpr const char* kArchDeepseek41 = "deepseek41";
 
+// Upper bounds of the hyper-parameters, checked at load (hparams::check_bounds, called first
+// by validate() and by the V4.1 reader before a value sizes any work) so that a corrupt or
+// hostile file is refused naming the key instead of turning into an allocation of terabytes,
+// an abort or a loop of 2^31 iterations. Each bound is far above every shape the engine knows
+// (V4 Flash / Pro, V4.1 Flash, the gen-model presets; the largest value is in the comment) and
+// low enough that every product of bounded values that sizes a tensor, a cache or a scratch
+// buffer fits in 64 bits with a wide margin (static_asserts in hparams.cpp). Where a backend
+// has a fixed limit (stack arrays sized for it) the bound is that limit. Docs: docs/models.md, "Bounds".
+namespace hparam_limits {
+// block_count, hash_layer_count: Pro has 61 layers; per-layer state is allocated per session.
+constexpr uint32_t kMaxLayers = 1024;
+// context_length, rope.scaling.original_context_length and a session's n_ctx: 16x the 1M
+// tokens of V4 / V4.1 (2^24 keeps n_ctx x the widest cache row far inside 64 bits).
+constexpr uint64_t kMaxContext = uint64_t{1} << 24;
+// embedding_length: Pro 7168.
+constexpr uint32_t kMaxEmbd = 65536;
+// vocab_size: 129280 (the GGUF reader holds at most 2^22 metadata values anyway).
+constexpr uint32_t kMaxVocab = uint32_t{1} << 22;
+// attention.head_count, attention.indexer.head_count, attention.output_group_count: Pro 128
+// heads; 1024 is the CPU backend's per-head stack statistics (v41_ops kMaxHeads).
+constexpr uint32_t kMaxHeads = 1024;
+// attention.key_length: 512.
+constexpr uint32_t kMaxHeadDim = 4096;
+// rope.dimension_count: 64 everywhere; 256 is every backend's RoPE table (kMaxRot).
+constexpr uint32_t kMaxRot = 256;
+// attention.indexer.key_length: 128; 1024 is the CPU indexer's decoded key on the stack.
+constexpr uint32_t kMaxIndexerHeadDim = 1024;
+// attention.q_lora_rank, attention.output_lora_rank, dspark.markov_rank: 1536 / 1024 / 256.
+constexpr uint32_t kMaxRank = 65536;
+// expert_count, dspark.expert_count: Pro / V4.1 Flash 384.
+constexpr uint32_t kMaxExperts = 4096;
+// expert_used_count, dspark.expert_used_count: 6; 64 is the routers' selection buffer
+// (cpu moe kMaxUsed, v41_ops kMaxUsed41).
+constexpr uint32_t kMaxExpertsUsed = 64;
+// expert_feed_forward_length: Pro 3072.
+constexpr uint32_t kMaxFeedForward = 65536;
+// attention.sliding_window (also <= context_length): 128. The V4.1 window ring holds this
+// many rows per block whatever the session's context.
+constexpr uint32_t kMaxSlidingWindow = 65536;
+// attention.indexer.top_k (also <= the compressed rows of context_length): Pro 1024.
+constexpr uint32_t kMaxIndexerTopK = 65536;
+// hyper_connection.count: 4; 8 is every backend's HC stack arrays (kMaxHc).
+constexpr uint32_t kMaxHc = 8;
+// hyper_connection.sinkhorn_iterations: 20. Run per token and layer, twice: 1000 is 50x the
+// released count and still a bounded cost.
+constexpr uint32_t kMaxSinkhornIterations = 1000;
+// nextn_predict_layers (V4.1 DSpark stages): 3.
+constexpr uint32_t kMaxDSparkStages = 16;
+// dspark.block_size: 5.
+constexpr uint32_t kMaxDSparkBlockSize = 256;
+// attention.candidate_topk_blocks / candidate_block_size: 2048 / 8 (their product is also
+// bounded by context_length).
+constexpr uint32_t kMaxCandidateBlocks = 65536;
+constexpr uint32_t kMaxCandidateBlockSize = 4096;
+// Engram (V4.1 Flash: N = 4, 8 heads of 256, search start 16M, 2 layers x 24 = 48 primes).
+// The primes are searched by trial division at load, twice: the start and the prime count
+// bound that work (about 20 ms at the bounds).
+constexpr uint32_t kMaxEngramNgram = 8;           // engram.max_ngram_size
+constexpr uint32_t kMaxEngramHeads = 64;          // engram.head_count
+constexpr uint32_t kMaxEngramHeadDim = 4096;      // engram.key_length
+constexpr uint32_t kMaxEngramVocab = uint32_t{1} << 28;  // engram.vocab_size (search start)
+constexpr uint64_t kMaxEngramPrimes = 512;        // Engram layers x (N - 1) x heads
+// Entries of the per-block lists (attention.compress_ratios, swiglu_clamp_exp,
+// swiglu_clamp_shexp): every block and one spare entry (V4's MTP block, spec §12.6); validate()
+// also holds them to the model's own block count + 1.
+constexpr uint64_t kMaxBlockList = uint64_t{kMaxLayers} + kMaxDSparkStages + 1;
+}  // namespace hparam_limits
+
 // Attention mode of a V4.1 layer (spec v41.md §1.2-§1.3). DSpark stages (il >= n_layer) are
 // window-only blocks with their own MoE size.
 enum class layer_mode : uint8_t {
@@ -173,9 +241,14 @@ struct hparams {
     }
 
     // Throws magnetar::Error naming the first inconsistent field (expected vs got).
-    // For V4.1 this enforces C1-C8 of spec v41.md §1.3, checks the Engram primes, offsets,
-    // multipliers and token map (when present; read_hparams requires it), §9.11.
+    // Starts with check_bounds(). For V4.1 this enforces C1-C8 of spec v41.md §1.3, checks the
+    // Engram primes, offsets, multipliers and token map (when present; read_hparams requires
+    // it), §9.11.
     void validate() const;
+    // The upper bounds of hparam_limits only (no consistency rules; zero passes): throws
+    // magnetar::Error "hyper-parameter <arch>.<key>: expected at most N (why), got V" for the
+    // first field above its bound. Safe on a partly read struct (defaults are zero).
+    void check_bounds() const;
 
 private:
     void validate_shared() const;

@@ -283,6 +283,8 @@ std::vector<float> to_float_list(const key_lookup& k, const found_value& fv, siz
     return out;
 }
 
+bool is_pow2(uint32_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
 std::string list_str(const std::vector<uint32_t>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -407,7 +409,7 @@ void hparams::validate_v41() const {
     auto mult32 = [&](const char* field, const char* what, uint64_t v) {
         if (v % 32 != 0) fail(field, strfmt("%s = %llu must be a multiple of 32 (FP8/FP4 blocks of 32, C6)", what, static_cast<unsigned long long>(v)));
     };
-    if (n_head % n_o_group != 0) fail("attention.output_group_count", strfmt("must divide head_count %u, got %u (C6)", n_head, n_o_group));
+    if (n_head % n_o_group != 0) fail("attention.output_group_count", strfmt("must divide attention.head_count %u, got %u (C6)", n_head, n_o_group));
     if (n_expert_used > n_expert) fail("expert_used_count", strfmt("must be <= expert_count %u, got %u", n_expert, n_expert_used));
     if (n_expert_shared != 1) fail("expert_shared_count", strfmt("expected 1, got %u", n_expert_shared));
     if (n_hash_layer != 0) fail("hash_layer_count", strfmt("DeepSeek V4.1 has no hash-routed layers: expected 0, got %u", n_hash_layer));
@@ -421,8 +423,8 @@ void hparams::validate_v41() const {
 
     // C1: ratio list covers the backbone and the DSpark stages; 0/1/2 only; stages 0.
     const uint32_t n_blocks = n_layer + v41.n_dspark;
-    if (compress_ratios.size() < n_blocks) {
-        fail("attention.compress_ratios", strfmt("expected at least block_count + nextn_predict_layers = %u entries, got %zu (C1)", n_blocks, compress_ratios.size()));
+    if (compress_ratios.size() < n_blocks || compress_ratios.size() > static_cast<size_t>(n_blocks) + 1) {
+        fail("attention.compress_ratios", strfmt("expected block_count + nextn_predict_layers = %u entries (+1 spare), got %zu (C1)", n_blocks, compress_ratios.size()));
     }
     for (uint32_t il = 0; il < n_blocks; ++il) {
         const uint32_t r = compress_ratios[il];
@@ -431,8 +433,11 @@ void hparams::validate_v41() const {
             fail("attention.compress_ratios", strfmt("entry %u is DSpark stage %u and must be 0, got %u (C1)", il, il - n_layer, r));
         }
     }
-    if (swiglu_clamp.size() < n_layer) {
-        fail("swiglu_clamp_exp", strfmt("expected at least block_count = %u entries, got %zu", n_layer, swiglu_clamp.size()));
+    if (swiglu_clamp.size() < n_layer || swiglu_clamp.size() > static_cast<size_t>(n_blocks) + 1) {
+        fail("swiglu_clamp_exp", strfmt("expected block_count = %u to block_count + nextn_predict_layers + 1 = %u entries, got %zu", n_layer, n_blocks + 1, swiglu_clamp.size()));
+    }
+    if (v41.swiglu_clamp_shexp.size() > static_cast<size_t>(n_blocks) + 1) {
+        fail("swiglu_clamp_shexp", strfmt("expected at most block_count + nextn_predict_layers + 1 = %u entries, got %zu", n_blocks + 1, v41.swiglu_clamp_shexp.size()));
     }
     for (size_t i = 0; i < swiglu_clamp.size(); ++i) {
         if (!(swiglu_clamp[i] > 0.0f) || !std::isfinite(swiglu_clamp[i])) {
@@ -445,14 +450,14 @@ void hparams::validate_v41() const {
         for (size_t i = 0; i < src.size(); ++i) {
             if (i > 0 && src[i] <= src[i - 1]) fail(field, strfmt("must be strictly increasing, got %s (C2)", list_str(src).c_str()));
             if (src[i] >= n_layer) fail(field, strfmt("layer %u is not a backbone layer (block_count %u) (C2)", src[i], n_layer));
-            if (compress_ratios[src[i]] == 0) fail(field, strfmt("layer %u has compress ratio 0; sources need ratio > 0 (C2)", src[i]));
+            if (compress_ratios[src[i]] == 0) fail(field, strfmt("layer %u has attention.compress_ratios[%u] = 0; sources need ratio > 0 (C2)", src[i], src[i]));
         }
     };
     check_sources("attention.kv_source_layer_ids", v41.kv_sources);
     check_sources("attention.index_source_layer_ids", v41.index_sources);
     for (uint32_t s : v41.kv_sources) {
         if (!is_index_source(s)) {
-            fail("attention.kv_source_layer_ids", strfmt("KV source %u is not an index source: kv sources %s must be a subset of index sources %s (C2)", s, list_str(v41.kv_sources).c_str(), list_str(v41.index_sources).c_str()));
+            fail("attention.kv_source_layer_ids", strfmt("KV source %u is not an index source: kv sources %s must be a subset of attention.index_source_layer_ids %s (C2)", s, list_str(v41.kv_sources).c_str(), list_str(v41.index_sources).c_str()));
         }
     }
     // C3: one coordinate space per compressed layer.
@@ -485,7 +490,11 @@ void hparams::validate_v41() const {
         positive("attention.candidate_block_size", v41.candidate_block_size);
         const uint64_t pool = static_cast<uint64_t>(v41.candidate_topk_blocks - 1) * v41.candidate_block_size + 1;
         if (pool < n_indexer_top_k) {
-            fail("attention.candidate_topk_blocks", strfmt("(candidate_topk_blocks - 1) * candidate_block_size + 1 = %llu must be >= indexer.top_k %u (C5)", static_cast<unsigned long long>(pool), n_indexer_top_k));
+            fail("attention.candidate_topk_blocks", strfmt("(attention.candidate_topk_blocks - 1) * attention.candidate_block_size + 1 = %llu must be >= attention.indexer.top_k %u (C5)", static_cast<unsigned long long>(pool), n_indexer_top_k));
+        }
+        const uint64_t span = static_cast<uint64_t>(v41.candidate_topk_blocks) * v41.candidate_block_size;
+        if (span > n_ctx_train) {
+            fail("attention.candidate_topk_blocks", strfmt("attention.candidate_topk_blocks * attention.candidate_block_size = %u * %u = %llu: expected at most context_length = %llu (the rows a context holds)", v41.candidate_topk_blocks, v41.candidate_block_size, static_cast<unsigned long long>(span), static_cast<unsigned long long>(n_ctx_train)));
         }
     }
     // C6: quantizer blocks.
@@ -497,14 +506,25 @@ void hparams::validate_v41() const {
         positive("attention.indexer.key_length", n_indexer_head_dim);
         if (n_indexer_head_dim % 32 != 0) fail("attention.indexer.key_length", strfmt("must be a multiple of 32 (C6), got %u", n_indexer_head_dim));
         if (n_rot > n_indexer_head_dim) fail("rope.dimension_count", strfmt("must be <= indexer.key_length %u (C6), got %u", n_indexer_head_dim, n_rot));
+        // An index source of ratio r holds context_length / r keys: no more can be selected.
+        uint32_t r_min = 0;
+        for (uint32_t s : v41.index_sources) r_min = r_min == 0 ? compress_ratios[s] : std::min(r_min, compress_ratios[s]);
+        const uint64_t rows = n_ctx_train / std::max<uint32_t>(r_min, 1);
+        if (n_indexer_top_k > rows) {
+            fail("attention.indexer.top_k", strfmt("expected at most context_length / %u = %llu (the keys an index source holds), got %u", std::max<uint32_t>(r_min, 1), static_cast<unsigned long long>(rows), n_indexer_top_k));
+        }
     }
     mult32("embedding_length", "D", n_embd);
     mult32("attention.q_lora_rank", "Rq", n_q_lora);
-    mult32("attention.output_lora_rank", "G * Ro", static_cast<uint64_t>(n_o_group) * n_o_lora);
+    mult32("attention.output_lora_rank", "attention.output_group_count * attention.output_lora_rank", static_cast<uint64_t>(n_o_group) * n_o_lora);
     mult32("expert_feed_forward_length", "F", n_ff_exp);
 
-    positive_f("rope.freq_base", rope_freq_base);
-    positive_f("attention.compress_rope_freq_base", compress_rope_freq_base);
+    // RoPE bases: the YaRN ramp divides by ln(base) (rope41 refuses base <= 1).
+    auto greater_than_one = [&](const char* field, float v) {
+        if (!(v > 1.0f) || !std::isfinite(v)) fail(field, strfmt("must be a finite value > 1, got %g", static_cast<double>(v)));
+    };
+    greater_than_one("rope.freq_base", rope_freq_base);
+    greater_than_one("attention.compress_rope_freq_base", compress_rope_freq_base);
     positive_f("rope.scaling.factor", rope_scaling_factor);
     positive_f("rope.scaling.yarn_beta_fast", yarn_beta_fast);
     positive_f("rope.scaling.yarn_beta_slow", yarn_beta_slow);
@@ -526,6 +546,9 @@ void hparams::validate_v41() const {
         positive("engram.head_count", e.n_head);
         positive("engram.key_length", e.head_dim);
         positive("engram.compressed_vocab_size", e.compressed_vocab);
+        if (e.compressed_vocab > n_vocab) {
+            fail("engram.compressed_vocab_size", strfmt("expected at most vocab_size = %u (ids of the token map), got %u", n_vocab, e.compressed_vocab));
+        }
         if (e.max_ngram < 2) fail("engram.max_ngram_size", strfmt("must be >= 2, got %u", e.max_ngram));
         if (e.head_dim % 32 != 0) fail("engram.key_length", strfmt("must be a multiple of 32 (one UE8M0 scale per 32; C6), got %u", e.head_dim));
         mult32("engram.key_length", "(max_ngram_size - 1) * head_count * key_length", static_cast<uint64_t>(e.n_col()) * e.head_dim);
@@ -535,7 +558,7 @@ void hparams::validate_v41() const {
         }
         const std::vector<uint64_t> primes = engram_primes(e.vocab_size, e.max_ngram, e.n_head, nl);
         const std::vector<uint64_t> offsets = engram_offsets(primes, e.n_col());
-        if (e.primes != primes) fail("engram.primes", "do not equal the primes recomputed from engram.vocab_size, max_ngram_size and head_count (§3.9.2)");
+        if (e.primes != primes) fail("engram.primes", "do not equal the primes recomputed from engram.vocab_size, engram.max_ngram_size and engram.head_count (§3.9.2)");
         if (e.offsets != offsets) fail("engram.offsets", "do not equal the prefix sums of the recomputed primes (§3.9.2)");
         for (size_t l = 0; l < nl; ++l) {
             uint64_t sum = 0;
@@ -554,7 +577,7 @@ void hparams::validate_v41() const {
                 fail("engram.multipliers", strfmt("entry %zu = %llu: expected an odd value 2 v + 1 with v < %llu (§3.9.3)", i, static_cast<unsigned long long>(m), static_cast<unsigned long long>(bound)));
             }
         }
-        if (e.pad_id >= e.compressed_vocab) fail("engram.pad_id", strfmt("compressed pad id %u must be < compressed_vocab_size %u", e.pad_id, e.compressed_vocab));
+        if (e.pad_id >= e.compressed_vocab) fail("engram.pad_id", strfmt("compressed pad id %u must be < engram.compressed_vocab_size %u", e.pad_id, e.compressed_vocab));
         if (!e.token_map.empty()) {
             if (e.token_map.size() != n_vocab) {
                 fail("engram.token_map", strfmt("expected exactly vocab_size = %u entries, got %zu (§9.11)", n_vocab, e.token_map.size()));
@@ -572,7 +595,7 @@ void hparams::validate_v41() const {
                 }
             }
             if (distinct != e.compressed_vocab) {
-                fail("engram.token_map", strfmt("uses %u distinct compressed ids, expected compressed_vocab_size = %u", distinct, e.compressed_vocab));
+                fail("engram.token_map", strfmt("uses %u distinct compressed ids, expected engram.compressed_vocab_size = %u", distinct, e.compressed_vocab));
             }
         }
     }
@@ -591,6 +614,8 @@ void hparams::validate_v41() const {
             }
         }
         mult32("dspark.target_layer_ids", "len(target_layer_ids) * D", static_cast<uint64_t>(d.target_layers.size()) * n_embd);
+        // The taps average the HC copies: exact only for a power-of-two count (forward41).
+        if (!is_pow2(n_hc)) fail("hyper_connection.count", strfmt("must be a power of two with DSpark stages (the taps average the copies exactly), got %u", n_hc));
         if (dspark_n_expert_used() > dspark_n_expert()) {
             fail("dspark.expert_used_count", strfmt("must be <= dspark.expert_count %u, got %u", dspark_n_expert(), dspark_n_expert_used()));
         }
@@ -640,6 +665,16 @@ hparams read_hparams_v41(const gguf::reader& f) {
     hp.n_hc = u32("hyper_connection.count", {"hc_mult"});
     hp.n_sinkhorn_iter = u32("hyper_connection.sinkhorn_iterations", {"hc_sinkhorn_iters"});
     hp.v41.n_dspark = u32_opt("nextn_predict_layers", {"num_nextn_predict_layers"}, 0);
+    // The counts read so far size what follows (a scalar clamp replicated per block, the
+    // Engram prime search): bounded before use.
+    auto bounds = [&] {
+        try {
+            hp.check_bounds();
+        } catch (const Error& ex) {
+            throw Error(f.path() + ": " + ex.what());
+        }
+    };
+    bounds();
     hp.compress_ratios = to_u32_array(k, k.require("attention.compress_ratios", {"compress_ratios"}));
 
     hp.rope_orig_ctx = to_u64(k, k.require("rope.scaling.original_context_length", {"rope_scaling.original_max_position_embeddings"}));
@@ -681,6 +716,7 @@ hparams read_hparams_v41(const gguf::reader& f) {
         e.max_ngram = u32("engram.max_ngram_size", {"engram_max_ngram_size"});
         e.n_head = u32("engram.head_count", {"engram_n_heads"});
         e.head_dim = u32("engram.key_length", {"engram_head_dim"});
+        bounds();
         // The token map and the multipliers need the tokenizer and NumPy's PCG64: file only.
         const found_value tm = k.require("engram.token_map", {});
         e.token_map = to_i32_array(k, tm);
@@ -738,8 +774,13 @@ hparams read_hparams_v41(const gguf::reader& f) {
             }
         }
         // Primes and offsets are recomputed; a file that carries them must agree.
+        bounds();
         e.primes = engram_primes(e.vocab_size, e.max_ngram, e.n_head, e.layer_ids.size());
         e.offsets = engram_offsets(e.primes, e.n_col());
+        // What the primes are recomputed from, for the messages.
+        const std::string from = strfmt("recomputed from engram.vocab_size = %u, engram.max_ngram_size = %u, "
+                                        "engram.head_count = %u for %zu engram.layer_ids",
+                                        e.vocab_size, e.max_ngram, e.n_head, e.layer_ids.size());
         if (primes_fv) {
             const auto& fp = file_primes;
             const auto* fv = &*primes_fv;
@@ -747,13 +788,13 @@ hparams read_hparams_v41(const gguf::reader& f) {
                 size_t i = 0;
                 while (i < fp.size() && i < e.primes.size() && fp[i] == e.primes[i]) ++i;
                 k.error_at(fv->where, i < fp.size() && i < e.primes.size()
-                                          ? strfmt("entry %zu is %llu, the recomputed prime is %llu (§3.9.2)", i, static_cast<unsigned long long>(fp[i]), static_cast<unsigned long long>(e.primes[i]))
-                                          : strfmt("expected %zu primes, got %zu (§3.9.2)", e.primes.size(), fp.size()));
+                                          ? strfmt("entry %zu is %llu, the recomputed prime is %llu (%s; §3.9.2)", i, static_cast<unsigned long long>(fp[i]), static_cast<unsigned long long>(e.primes[i]), from.c_str())
+                                          : strfmt("expected %zu primes, got %zu (%s; §3.9.2)", e.primes.size(), fp.size(), from.c_str()));
             }
         }
         if (auto fv = k.find("engram.offsets", {})) {
             const auto fo = to_u64_array(k, *fv);
-            if (fo != e.offsets) k.error_at(fv->where, "do not equal the prefix sums of the recomputed primes (§3.9.2)");
+            if (fo != e.offsets) k.error_at(fv->where, "do not equal the prefix sums of the recomputed primes (" + from + "; §3.9.2)");
         }
     }
 

@@ -1,8 +1,33 @@
 #include "model/memory.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace magnetar {
+
+namespace {
+
+// Saturating arithmetic: ctx comes from the user (inspect --ctx takes any 64-bit count), so an
+// estimate too large for 64 bits reads as UINT64_MAX rather than a wrapped-around small number.
+constexpr uint64_t kSat = std::numeric_limits<uint64_t>::max();
+uint64_t mul(uint64_t a, uint64_t b) {
+    uint64_t r = 0;
+    return __builtin_mul_overflow(a, b, &r) ? kSat : r;
+}
+uint64_t mul(uint64_t a, uint64_t b, uint64_t c) { return mul(mul(a, b), c); }
+uint64_t mul(uint64_t a, uint64_t b, uint64_t c, uint64_t d) { return mul(mul(a, b, c), d); }
+void add(uint64_t& acc, uint64_t v) {
+    if (__builtin_add_overflow(acc, v, &acc)) acc = kSat;
+}
+
+}  // namespace
+
+uint64_t kv_memory::total() const {
+    uint64_t t = growing_bytes;
+    add(t, raw_window_bytes);
+    add(t, frontier_bytes);
+    return t;
+}
 
 v41_kv_per_token v41_kv_bytes_per_token(const hparams& hp) {
     v41_kv_per_token k;
@@ -23,12 +48,12 @@ kv_memory estimate_kv_memory_v41(const hparams& hp, uint64_t ctx, bool with_mtp)
     for (uint32_t s : hp.v41.kv_sources) {
         const uint64_t r = hp.compress_ratio(s);
         if (r == 0) continue;
-        m.growing_bytes += (ctx / r) * (k.main_entry_bytes + k.index_entry_bytes);
-        if (r > 1) m.frontier_bytes += r * 2 * static_cast<uint64_t>(hp.n_head_dim) * 4;  // (a, b) FP32
+        add(m.growing_bytes, mul(ctx / r, uint64_t{k.main_entry_bytes} + k.index_entry_bytes));
+        if (r > 1) add(m.frontier_bytes, mul(r, 2, hp.n_head_dim, 4));  // (a, b) FP32
     }
     const uint64_t window = std::min<uint64_t>(hp.n_swa, ctx);
-    const uint64_t n_windows = hp.n_layer + (with_mtp ? hp.n_dspark() : 0);
-    m.raw_window_bytes = n_windows * window * (hp.n_head_dim + hp.n_head_dim / 32);
+    const uint64_t n_windows = uint64_t{hp.n_layer} + (with_mtp ? hp.n_dspark() : 0);
+    m.raw_window_bytes = mul(n_windows, window, uint64_t{hp.n_head_dim} + hp.n_head_dim / 32);
     return m;
 }
 
@@ -44,18 +69,18 @@ kv_memory estimate_kv_memory(const hparams& hp, uint64_t ctx, uint32_t elem_byte
         const uint64_t r = hp.compress_ratio(il);
         if (r != 0) {
             const uint64_t rows = ctx / r;
-            m.growing_bytes += rows * hd * e;
+            add(m.growing_bytes, mul(rows, hd, e));
             const uint64_t c = hparams::coff(static_cast<uint32_t>(r));
-            m.frontier_bytes += 2 * (c * r) * (c * hd) * 4;  // state_kv + state_score, FP32
+            add(m.frontier_bytes, mul(2 * (c * r), c * hd, 4));  // state_kv + state_score, FP32
             if (r == 4) {
-                m.growing_bytes += rows * id * e;
-                m.frontier_bytes += 2 * (c * r) * (c * id) * 4;
+                add(m.growing_bytes, mul(rows, id, e));
+                add(m.frontier_bytes, mul(2 * (c * r), c * id, 4));
             }
         }
     }
     const uint64_t window = std::min<uint64_t>(hp.n_swa, ctx);
-    const uint64_t n_windows = hp.n_layer + (with_mtp ? 1 : 0);
-    m.raw_window_bytes = n_windows * window * hd * e;
+    const uint64_t n_windows = uint64_t{hp.n_layer} + (with_mtp ? 1 : 0);
+    m.raw_window_bytes = mul(n_windows, window, hd, e);
     return m;
 }
 

@@ -16,7 +16,8 @@ struct kv_memory {
     uint64_t growing_bytes = 0;     // compressed main rows + indexer rows at ctx tokens
     uint64_t raw_window_bytes = 0;  // min(n_swa, ctx) rows per layer (+ the MTP block's window)
     uint64_t frontier_bytes = 0;    // compressor state_kv + state_score, FP32
-    uint64_t total() const { return growing_bytes + raw_window_bytes + frontier_bytes; }
+    // Saturates at UINT64_MAX, as every field does (ctx is the caller's).
+    uint64_t total() const;
 };
 
 // Session state for ctx tokens with cache elements of elem_bytes bytes (4 for FP32 caches,

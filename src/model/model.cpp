@@ -186,14 +186,165 @@ void check_hash_table(const gguf::reader& file, const hparams& hp, const weight&
     }
 }
 
-}  // namespace
+// ---- naming the hyper-parameters behind a tensor, for load errors ----
+// A file whose tensors do not follow from its metadata (one key edited, or tensors of another
+// shape) is refused naming the keys, with their values, that the expected shape or the
+// expectation of the tensor follows from.
 
-void check_tensor(const gguf::reader& file, const tensor_spec& spec, const gguf::tensor_info& t) {
+// "deepseek4.key = value" for the keys of one dimension vocabulary.
+std::string key_value(const hparams& hp, const tensor_spec& spec, const std::string& key) {
+    const std::string k = hp.arch + "." + key;
+    const auto il = static_cast<uint32_t>(spec.layer < 0 ? 0 : spec.layer);
+    auto num = [&](uint64_t v) { return strfmt("%s = %llu", k.c_str(), static_cast<unsigned long long>(v)); };
+    const engram_hparams& e = hp.v41.engram;
+    if (key == "embedding_length") return num(hp.n_embd);
+    if (key == "vocab_size") return num(hp.n_vocab);
+    if (key == "attention.head_count") return num(hp.n_head);
+    if (key == "attention.key_length") return num(hp.n_head_dim);
+    if (key == "attention.q_lora_rank") return num(hp.n_q_lora);
+    if (key == "attention.output_lora_rank") return num(hp.n_o_lora);
+    if (key == "attention.output_group_count") return num(hp.n_o_group);
+    if (key == "expert_used_count") return num(hp.n_expert_used);
+    if (key == "expert_feed_forward_length") return num(hp.n_ff_exp);
+    if (key == "attention.indexer.head_count") return num(hp.n_indexer_head);
+    if (key == "attention.indexer.key_length") return num(hp.n_indexer_head_dim);
+    if (key == "hyper_connection.count") return num(hp.n_hc);
+    if (key == "engram.key_length") return num(e.head_dim);
+    if (key == "engram.max_ngram_size") return num(e.max_ngram);
+    if (key == "engram.head_count") return num(e.n_head);
+    if (key == "dspark.markov_rank") return num(hp.v41.dspark.markov_rank);
+    if (key == "expert_count") {
+        if (hp.is_v41() && hp.is_dspark(il) && hp.v41.dspark.n_expert != 0) {
+            return strfmt("%s.dspark.expert_count = %u", hp.arch.c_str(), hp.v41.dspark.n_expert);
+        }
+        return num(hp.n_expert);
+    }
+    if (key == "attention.compress_ratios") return strfmt("%s[%u] = %u", k.c_str(), il, hp.compress_ratio(il));
+    if (key == "engram.num_embeddings") {
+        const int32_t ei = hp.engram_index(il);
+        if (ei < 0) return k;
+        return strfmt("%s[%d] = %llu for engram.layer_ids[%d] = %u", k.c_str(), ei,
+                      static_cast<unsigned long long>(e.num_embeddings[static_cast<size_t>(ei)]), ei, il);
+    }
+    if (key == "dspark.target_layer_ids") return strfmt("%s (%zu entries)", k.c_str(), hp.v41.dspark.target_layers.size());
+    return k;
+}
+
+// The keys a tensor's shape follows from, by suffix (the dimensions of catalogue.cpp and
+// catalogue_v41.cpp).
+std::vector<const char*> shape_keys(const std::string& suffix) {
+    struct entry {
+        std::initializer_list<const char*> suffixes;
+        std::initializer_list<const char*> keys;
+    };
+    static const entry table[] = {
+        {{"token_embd.weight", "output.weight"}, {"embedding_length", "vocab_size"}},
+        {{"output_norm.weight", "attn_norm.weight", "ffn_norm.weight", "e_proj.weight", "h_proj.weight",
+          "enorm.weight", "hnorm.weight", "norm.weight", "dspark_main_norm.weight", "dspark_norm.weight"},
+         {"embedding_length"}},
+        {{"output_hc_fn.weight", "hc_attn_fn.weight", "hc_ffn_fn.weight", "hc_head_fn.weight"},
+         {"hyper_connection.count", "embedding_length"}},
+        {{"output_hc_base.weight", "hc_attn_base.weight", "hc_ffn_base.weight", "hc_head_base.weight"},
+         {"hyper_connection.count"}},
+        {{"attn_q_a.weight"}, {"embedding_length", "attention.q_lora_rank"}},
+        {{"attn_q_a_norm.weight"}, {"attention.q_lora_rank"}},
+        {{"attn_q_b.weight"}, {"attention.q_lora_rank", "attention.head_count", "attention.key_length"}},
+        {{"attn_kv.weight"}, {"embedding_length", "attention.key_length"}},
+        {{"attn_kv_a_norm.weight", "attn_compressor_norm.weight"}, {"attention.key_length"}},
+        {{"attn_sinks.weight"}, {"attention.head_count"}},
+        {{"attn_output_a.weight"},
+         {"attention.key_length", "attention.head_count", "attention.output_group_count", "attention.output_lora_rank"}},
+        {{"attn_output_b.weight"}, {"attention.output_group_count", "attention.output_lora_rank", "embedding_length"}},
+        {{"attn_compressor_ape.weight"}, {"attention.key_length", "attention.compress_ratios"}},
+        {{"attn_compressor_kv.weight", "attn_compressor_gate.weight"},
+         {"embedding_length", "attention.key_length", "attention.compress_ratios"}},
+        {{"indexer.attn_q_b.weight"}, {"attention.q_lora_rank", "attention.indexer.head_count", "attention.indexer.key_length"}},
+        {{"indexer.proj.weight"}, {"embedding_length", "attention.indexer.head_count"}},
+        {{"indexer_compressor_ape.weight", "indexer_compressor_norm.weight", "indexer.k_norm.weight"},
+         {"attention.indexer.key_length"}},
+        {{"indexer_compressor_kv.weight", "indexer_compressor_gate.weight"}, {"embedding_length", "attention.indexer.key_length"}},
+        {{"indexer.attn_k.weight"}, {"attention.key_length", "attention.indexer.key_length"}},
+        {{"ffn_gate_inp.weight"}, {"embedding_length", "expert_count"}},
+        {{"ffn_gate_tid2eid.weight"}, {"expert_used_count", "vocab_size"}},
+        {{"exp_probs_b.bias", "exp_probs_b_vl.bias"}, {"expert_count"}},
+        {{"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"},
+         {"embedding_length", "expert_feed_forward_length", "expert_count"}},
+        {{"ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"},
+         {"embedding_length", "expert_feed_forward_length"}},
+        {{"engram_embd.weight"}, {"engram.key_length", "engram.num_embeddings"}},
+        {{"engram_kv.weight"},
+         {"engram.max_ngram_size", "engram.head_count", "engram.key_length", "hyper_connection.count", "embedding_length"}},
+        {{"engram_q_norm.weight", "engram_k_norm.weight"}, {"embedding_length", "hyper_connection.count"}},
+        {{"dspark_main_proj.weight"}, {"dspark.target_layer_ids", "embedding_length"}},
+        {{"dspark_markov_embd.weight", "dspark_markov_head.weight"}, {"dspark.markov_rank", "vocab_size"}},
+        {{"dspark_conf.weight"}, {"embedding_length", "dspark.markov_rank"}},
+    };
+    const std::string& sfx = suffix;
+    for (const entry& e : table) {
+        for (const char* x : e.suffixes) {
+            if (sfx == x) return std::vector<const char*>(e.keys.begin(), e.keys.end());
+        }
+    }
+    return {};
+}
+
+std::string join_keys(const hparams& hp, const tensor_spec& spec, const std::vector<std::string>& keys) {
+    std::string s;
+    for (const std::string& k : keys) s += (s.empty() ? "" : ", ") + key_value(hp, spec, k);
+    return s;
+}
+
+// " (shape from deepseek4.embedding_length = 256, ...)" or "".
+std::string shape_note(const hparams& hp, const tensor_spec& spec) {
+    const std::string sfx = spec.suffix.empty() ? spec.name : spec.suffix;
+    std::vector<std::string> keys;
+    for (const char* k : shape_keys(sfx)) keys.emplace_back(k);
+    if (keys.empty()) return "";
+    return " (shape from " + join_keys(hp, spec, keys) + ")";
+}
+
+// Why a missing tensor is expected: " (block 6 of deepseek4.block_count = 7, ...)" or "".
+std::string missing_note(const hparams& hp, const tensor_spec& spec) {
+    if (spec.layer < 0) return "";
+    const auto il = static_cast<uint32_t>(spec.layer);
+    const std::string& a = hp.arch;
+    const std::string& sfx = spec.suffix;
+    auto starts = [&](const char* p) { return sfx.rfind(p, 0) == 0; };
+    std::string why;
+    if (il < hp.n_layer) {
+        why = strfmt("block %u of %s.block_count = %u", il, a.c_str(), hp.n_layer);
+    } else if (hp.is_v41()) {
+        why = strfmt("DSpark stage %u of %s.nextn_predict_layers = %u", il - hp.n_layer, a.c_str(), hp.n_dspark());
+    } else {
+        why = "the MTP block";
+    }
+    if (il < hp.n_layer) {
+        if (!hp.is_v41()) {
+            if (starts("attn_compressor_") || starts("indexer")) {
+                why += ", " + key_value(hp, spec, "attention.compress_ratios");
+            } else if (sfx == "ffn_gate_tid2eid.weight") {
+                why += strfmt(", below %s.hash_layer_count = %u", a.c_str(), hp.n_hash_layer);
+            }
+        } else if (starts("attn_compressor_") || sfx == "indexer.attn_k.weight" || sfx == "indexer.k_norm.weight") {
+            why += strfmt(", in %s.attention.kv_source_layer_ids", a.c_str());
+            if (sfx == "attn_compressor_gate.weight") why += ", " + key_value(hp, spec, "attention.compress_ratios");
+        } else if (starts("indexer.")) {
+            why += strfmt(", in %s.attention.index_source_layer_ids", a.c_str());
+        } else if (starts("engram_")) {
+            why += strfmt(", in %s.engram.layer_ids", a.c_str());
+        }
+    }
+    return " (" + why + ")";
+}
+
+void check_tensor_impl(const gguf::reader& file, const tensor_spec& spec, const gguf::tensor_info& t,
+                       const hparams* hp) {
     std::vector<int64_t> got(t.ne, t.ne + t.n_dims);
     const std::vector<int64_t> want = expected_shape(spec, t.type);
     if (got != want) {
-        throw Error(strfmt("%s: tensor '%s': wrong shape: expected %s, got %s", file.path().c_str(),
-                           spec.name.c_str(), shape_of(want).c_str(), shape_of(got).c_str()));
+        throw Error(strfmt("%s: tensor '%s': wrong shape: expected %s, got %s%s", file.path().c_str(),
+                           spec.name.c_str(), shape_of(want).c_str(), shape_of(got).c_str(),
+                           hp ? shape_note(*hp, spec).c_str() : ""));
     }
     if (!dtype_class_accepts(spec.dtype, t.type)) {
         throw Error(strfmt("%s: tensor '%s': type %s not allowed here (expected %s)",
@@ -202,6 +353,12 @@ void check_tensor(const gguf::reader& file, const tensor_spec& spec, const gguf:
                            dtype_class_name(spec.dtype)));
     }
     // Whole blocks per row (ne[0] a multiple of the block) are guaranteed by the GGUF reader.
+}
+
+}  // namespace
+
+void check_tensor(const gguf::reader& file, const tensor_spec& spec, const gguf::tensor_info& t) {
+    check_tensor_impl(file, spec, t, nullptr);
 }
 
 std::unique_ptr<model> model::load(const std::string& path, const load_options& opts) {
@@ -248,11 +405,11 @@ std::unique_ptr<model> model::load(const std::string& path, const load_options& 
             const gguf::tensor_info* t = src.find_tensor(spec.name);
             if (!t) {
                 if (!spec.required) continue;
-                throw Error(strfmt("%s: tensor '%s' is missing (expected shape %s, type %s)",
+                throw Error(strfmt("%s: tensor '%s' is missing (expected shape %s, type %s)%s",
                                    src.path().c_str(), spec.name.c_str(), shape_of(spec.ne).c_str(),
-                                   dtype_class_name(spec.dtype)));
+                                   dtype_class_name(spec.dtype), missing_note(hp, spec).c_str()));
             }
-            check_tensor(src, spec, *t);
+            check_tensor_impl(src, spec, *t, &hp);
             weight* slot = find_slot(mw, with_mtp ? &mtp : nullptr, spec);
             MAGNETAR_ASSERT(slot != nullptr, "catalogue entry without a binding slot");
             *slot = bind(src, *t);
@@ -324,16 +481,16 @@ void model::bind_v41(const load_options& opts) {
             std::string also;
             for (const auto& a : spec.aliases) also += (also.empty() ? " (nor its alias '" : ", '") + a + "'";
             if (!also.empty()) also += ")";
-            throw Error(strfmt("%s: tensor '%s' is missing%s (expected shape %s, type %s)", f.path().c_str(),
+            throw Error(strfmt("%s: tensor '%s' is missing%s (expected shape %s, type %s)%s", f.path().c_str(),
                                spec.name.c_str(), also.c_str(), shape_of(spec.ne).c_str(),
-                               dtype_class_name(spec.dtype)));
+                               dtype_class_name(spec.dtype), missing_note(hp, spec).c_str()));
         }
         if (t->name == spec.name) {
-            check_tensor(f, spec, *t);
+            check_tensor_impl(f, spec, *t, &hp);
         } else {
             tensor_spec as_named = spec;  // report the name found in the file
             as_named.name = t->name;
-            check_tensor(f, as_named, *t);
+            check_tensor_impl(f, as_named, *t, &hp);
         }
         weight* slot = nullptr;
         if (spec.layer < 0) {

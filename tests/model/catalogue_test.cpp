@@ -94,7 +94,7 @@ TEST(Catalogue, CompressRatioListTooShort) {
     b.hp.compress_ratios = {0, 0, 4};
     const std::string msg = load_error(b);
     EXPECT_NE(msg.find("compress_ratios"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("at least block_count = 6 entries, got 3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("block_count = 6 entries (+1 for the MTP block), got 3"), std::string::npos) << msg;
 }
 
 TEST(Catalogue, CompressRatioValueOutsideSchedule) {

@@ -329,7 +329,7 @@ TEST(V41Validate, C2SourceLists) {
     hp = preset_v41_tiny();
     hp.v41.kv_sources = {0, 1, 3, 4};
     hp.v41.index_sources = {0, 1, 3, 4, 6};
-    EXPECT_CONTAINS(validate_error(hp), "layer 0 has compress ratio 0");
+    EXPECT_CONTAINS(validate_error(hp), "layer 0 has attention.compress_ratios[0] = 0");
     hp = preset_v41_tiny();
     hp.v41.index_sources = {1, 3, 4, 6, 9};
     EXPECT_CONTAINS(validate_error(hp), "layer 9 is not a backbone layer");
@@ -388,7 +388,7 @@ TEST(V41Validate, C6QuantizerBlocks) {
     EXPECT_CONTAINS(validate_error(hp), "engram.key_length");
     hp = preset_v41_tiny();
     hp.n_o_group = 3;
-    EXPECT_CONTAINS(validate_error(hp), "output_group_count: must divide head_count 4");
+    EXPECT_CONTAINS(validate_error(hp), "output_group_count: must divide attention.head_count 4");
 }
 
 TEST(V41Validate, C7TableRowsAndEngramArrays) {

@@ -6,11 +6,14 @@
 #include "backend/cpu/simd/simd.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/matmul.h"
+#include "core/error.h"
+#include "core/format.h"
 
 namespace magnetar::backend {
 
@@ -75,9 +78,17 @@ bool cpu_backend::supports(op_kind op) const {
 }
 
 void* cpu_backend::alloc_buffer(size_t bytes) {
+    // Running out of memory is the caller's input (a context too large for the host), not an
+    // internal invariant: an error that session creation turns into a status.
+    if (bytes > SIZE_MAX - kBufferAlign) {
+        throw Error(strfmt("cannot allocate a host buffer of %zu bytes: the size overflows", bytes));
+    }
     const size_t n = (std::max<size_t>(bytes, 1) + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
     void* p = std::aligned_alloc(kBufferAlign, n);
-    MAGNETAR_ASSERT(p != nullptr, "out of host memory for a backend buffer");
+    if (p == nullptr) {
+        throw Error(strfmt("out of host memory: cannot allocate %.1f MiB (%zu bytes) for a backend buffer",
+                           static_cast<double>(n) / (1024.0 * 1024.0), n));
+    }
     return p;
 }
 
@@ -85,19 +96,39 @@ void cpu_backend::free_buffer(void* base) {
     std::free(base);
 }
 
+namespace {
+
+// Per-thread scratch floats for `l`: matmul row blocks, a few rows of the widest tensor
+// (compressor lanes, HC streams, the V4.1 QDQ codes and attention key blocks), attention's key
+// row pointers (2 floats each) and scores of a head pair, and the indexer's per-row state: V4
+// scores plus their indices (2 per row), V4.1 (score, index) pairs plus block maxima (at most
+// 4 per row).
+int64_t scratch_need(const limits& l) {
+    return std::max({cpu::matmul_scratch_floats(std::max<int64_t>(l.max_row, 1)), 4 * l.max_row,
+                     4 * l.max_keys, 4 * l.max_index_rows}) +
+           64;
+}
+
+}  // namespace
+
+uint64_t cpu_backend::reserve_bytes(const limits& l) const {
+    const int64_t need = scratch_need(l);
+    if (static_cast<size_t>(need) <= scratch_floats_) return 0;
+    return static_cast<uint64_t>(need) * sizeof(float) * scratch_.size();
+}
+
 void cpu_backend::reserve(const limits& l) {
-    // Matmul row blocks, a few rows of the widest tensor (compressor lanes, HC streams, the
-    // V4.1 QDQ codes and attention key blocks), attention's key row pointers (2 floats each)
-    // and scores of a head pair, and the indexer's per-row state: V4 scores plus their indices
-    // (2 per row), V4.1 (score, index) pairs plus block maxima (at most 4 per row).
-    const int64_t need = std::max({cpu::matmul_scratch_floats(std::max<int64_t>(l.max_row, 1)),
-                                   4 * l.max_row, 4 * l.max_keys, 4 * l.max_index_rows}) +
-                         64;
+    const int64_t need = scratch_need(l);
     if (static_cast<size_t>(need) <= scratch_floats_) return;
-    scratch_floats_ = static_cast<size_t>(need);
-    for (auto& s : scratch_) {
-        s.reset(static_cast<float*>(alloc_buffer(scratch_floats_ * sizeof(float))));
+    if (static_cast<uint64_t>(need) > SIZE_MAX / sizeof(float)) {
+        throw Error(strfmt("backend scratch of %lld floats per thread overflows", static_cast<long long>(need)));
     }
+    // All buffers first (alloc_buffer throws when the host has no memory left), then the new
+    // size: a failed reserve leaves the old, consistent scratch.
+    std::vector<std::unique_ptr<float[], aligned_free>> grown(scratch_.size());
+    for (auto& s : grown) s.reset(static_cast<float*>(alloc_buffer(static_cast<size_t>(need) * sizeof(float))));
+    scratch_ = std::move(grown);
+    scratch_floats_ = static_cast<size_t>(need);
 }
 
 void cpu_backend::upload(const tensor& dst, const void* src) {
