@@ -3,10 +3,15 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "cli/pipeline_flags.h"
 #include "cli/command.h"
@@ -23,23 +28,98 @@ struct args {
     int threads = 0;
     server::server_options srv;
     double max_body_mb = 64;
+    double header_timeout_s = 10;
+    double body_timeout_s = 60;
     pipeline_flags pipeline;
+    CLI::Option* api_key_opt = nullptr;
+};
+
+// Flag values the server cannot run with, refused before the model loads.
+void check_flags(args& a) {
+    if (a.srv.port < 0 || a.srv.port > 65535) {
+        throw std::runtime_error("--port must be 0..65535 (0: any free port), got " +
+                                 std::to_string(a.srv.port));
+    }
+    if (!std::isfinite(a.max_body_mb) || a.max_body_mb <= 0 || a.max_body_mb > 4096) {
+        throw std::runtime_error("--max-body-mb must be a number in (0, 4096]");
+    }
+    if (a.srv.queue_size < 1 || a.srv.queue_size > 100000) {
+        throw std::runtime_error("--queue must be 1..100000");
+    }
+    if (a.srv.http_threads < 0 || a.srv.http_threads > 4096) {
+        throw std::runtime_error("--http-threads must be 0 (automatic) .. 4096");
+    }
+    for (const auto& [name, v] : {std::pair{"--header-timeout-s", a.header_timeout_s},
+                                  std::pair{"--body-timeout-s", a.body_timeout_s}}) {
+        if (!std::isfinite(v) || v < 0.001 || v > 86400) {
+            throw std::runtime_error(std::string(name) + " must be a number of seconds in "
+                                     "[0.001, 86400]");
+        }
+    }
+    if (a.srv.max_client_connections < 0) {
+        throw std::runtime_error("--max-client-conns must be 0 (automatic) or more");
+    }
+    // An empty key would silently turn authentication off.
+    const char* env_key = std::getenv("MAGNETAR_API_KEY");
+    if (a.srv.api_key.empty() &&
+        ((a.api_key_opt && a.api_key_opt->count() > 0) || (env_key && !*env_key))) {
+        throw std::runtime_error("the API key (--api-key / MAGNETAR_API_KEY) is empty; give a "
+                                 "key or leave both unset for no authentication");
+    }
+    a.srv.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
+    a.srv.header_timeout_ms = static_cast<int>(a.header_timeout_s * 1000);
+    a.srv.body_timeout_ms = static_cast<int>(a.body_timeout_s * 1000);
+}
+
+// SIGINT / SIGTERM are blocked in every thread (they inherit the mask) and taken by one
+// signal thread from the start, never by a handler on a random thread. Until the server
+// listens (model load, disk cache scan) a signal ends the process at once with a message:
+// nothing needs saving yet. Afterwards the first one wakes serve() for a clean stop (which
+// saves the live session); a second one during that stop exits at once.
+struct signal_watch {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool listening = false;
+    int sig = 0;
+
+    static std::shared_ptr<signal_watch> start(const sigset_t& sigs) {
+        auto w = std::make_shared<signal_watch>();
+        std::thread([w, sigs] {
+            for (;;) {
+                int sig = 0;
+                if (sigwait(&sigs, &sig) != 0) continue;
+                std::lock_guard<std::mutex> lk(w->mu);
+                if (!w->listening) {
+                    std::fprintf(stderr, "magnetar serve: signal %d during start-up, exiting\n",
+                                 sig);
+                    std::_Exit(0);
+                }
+                if (w->sig != 0) {
+                    std::fprintf(stderr, "magnetar serve: signal %d again, exiting now\n", sig);
+                    std::_Exit(1);
+                }
+                w->sig = sig;
+                w->cv.notify_all();
+            }
+        }).detach();
+        return w;
+    }
 };
 
 int serve(args& a) {
-    // Signals are taken by sigwait below, never by a handler on a random thread.
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
     signal(SIGPIPE, SIG_IGN);
+    const std::shared_ptr<signal_watch> watch = signal_watch::start(sigs);
 
+    check_flags(a);
     if (a.srv.host == "localhost") a.srv.host = "127.0.0.1";
     if (a.srv.disk.cold_max_tokens != 0 && a.srv.disk.cold_max_tokens < a.srv.disk.min_tokens)
         throw std::runtime_error("--kv-cache-cold-max-tokens must be 0 or at least "
                                  "--kv-cache-min-tokens");
-    a.srv.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
     engine_options eo;
     eo.model_path = resolve_model_path(a.model);
     eo.n_threads = a.threads;
@@ -54,13 +134,21 @@ int serve(args& a) {
         throw std::runtime_error("cannot listen on " + a.srv.host + ":" +
                                  std::to_string(a.srv.port));
     }
+    {
+        std::lock_guard<std::mutex> lk(watch->mu);
+        watch->listening = true;
+    }
     std::fprintf(stderr, "magnetar serve: %s on http://%s:%d (context %lld tokens)\n",
                  eo.model_path.c_str(), a.srv.host.c_str(), srv.port(),
                  static_cast<long long>(a.srv.n_ctx));
     std::printf("listening on port %d\n", srv.port());
     std::fflush(stdout);
     int sig = 0;
-    sigwait(&sigs, &sig);
+    {
+        std::unique_lock<std::mutex> lk(watch->mu);
+        watch->cv.wait(lk, [&] { return watch->sig != 0; });
+        sig = watch->sig;
+    }
     std::fprintf(stderr, "magnetar serve: signal %d, stopping\n", sig);
     srv.stop();
     return 0;
@@ -80,17 +168,28 @@ action setup(CLI::App& sub) {
     sub.add_option("--host", a->srv.host, "Bind address (localhost = 127.0.0.1)")
         ->capture_default_str();
     sub.add_option("--port", a->srv.port, "Port (0: any free port)")->capture_default_str();
-    sub.add_option("--api-key", a->srv.api_key,
-                   "Require this key (Authorization: Bearer KEY or x-api-key: KEY)")
-        ->envname("MAGNETAR_API_KEY");
+    a->api_key_opt = sub.add_option("--api-key", a->srv.api_key,
+                                    "Require this key (Authorization: Bearer KEY or x-api-key: "
+                                    "KEY); an empty key is an error")
+                         ->envname("MAGNETAR_API_KEY");
     sub.add_flag("--cors", a->srv.cors, "Add Access-Control-Allow-* headers to every response");
     sub.add_option("--queue", a->srv.queue_size,
                    "Requests that may wait for the worker; more get 503 + Retry-After")
         ->capture_default_str();
     sub.add_option("--http-threads", a->srv.http_threads,
                    "HTTP connection threads (default: queue + 16)");
-    sub.add_option("--max-body-mb", a->max_body_mb, "Request body limit in MiB (413 above)")
+    sub.add_option("--max-body-mb", a->max_body_mb,
+                   "Request body limit in MiB, (0, 4096], any transfer encoding (413 above)")
         ->capture_default_str();
+    sub.add_option("--header-timeout-s", a->header_timeout_s,
+                   "A request head must be complete this long after its first byte (408 after)")
+        ->capture_default_str();
+    sub.add_option("--body-timeout-s", a->body_timeout_s,
+                   "A request body must be complete this long after its head (408 after)")
+        ->capture_default_str();
+    sub.add_option("--max-client-conns", a->srv.max_client_connections,
+                   "Open connections per client address, 429 above (default: HTTP threads - "
+                   "max(2, threads / 8))");
     sub.add_option("--model-id", a->srv.model_id, "Model id reported by /v1/models")
         ->capture_default_str();
     sub.add_flag("!--disable-exact-dsml-tool-replay", a->srv.exact_replay,

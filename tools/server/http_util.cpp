@@ -10,8 +10,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <random>
 
+#include "chat/tool_id.h"
+#include "server/request_schema.h"
 #include "tokenizer/tokenizer.h"
 
 namespace magnetar::server {
@@ -69,29 +70,7 @@ api_error context_error(int64_t n_prompt, int64_t n_ctx, const char* param) {
 // JSON fields
 // ---------------------------------------------------------------------------------------------
 
-json parse_body(const std::string& body) {
-    // Nesting limit before parsing: deep nesting would recurse in the serialisers.
-    int depth = 0;
-    bool in_str = false, esc = false;
-    for (char c : body) {
-        if (in_str) {
-            if (esc) esc = false;
-            else if (c == '\\') esc = true;
-            else if (c == '"') in_str = false;
-            continue;
-        }
-        if (c == '"') in_str = true;
-        else if (c == '{' || c == '[') {
-            if (++depth > 256) throw api_error(400, "invalid JSON request: nesting deeper than 256");
-        } else if (c == '}' || c == ']') {
-            --depth;
-        }
-    }
-    json v = json::parse(body, nullptr, false);
-    if (v.is_discarded()) throw api_error(400, "invalid JSON request");
-    if (!v.is_object()) throw api_error(400, "invalid JSON request: the body must be an object");
-    return v;
-}
+json parse_body(const std::string& body) { return parse_request_json(body); }
 
 namespace {
 const json* field(const json& o, const char* key) {
@@ -178,17 +157,7 @@ std::string content_text(const json& v, const char* what) {
     type_error(what, "a string, an array of content parts or null");
 }
 
-std::string random_hex(size_t n_bytes) {
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
-    static const char* hex = "0123456789abcdef";
-    std::string out;
-    for (size_t i = 0; i < n_bytes; ++i) {
-        const auto b = static_cast<unsigned>(rng() & 0xff);
-        out += hex[b >> 4];
-        out += hex[b & 15];
-    }
-    return out;
-}
+std::string random_hex(size_t n_bytes) { return chat::random_hex(n_bytes); }
 
 int64_t unix_time() {
     return std::chrono::duration_cast<std::chrono::seconds>(
@@ -269,16 +238,14 @@ int connection_fd(const httplib::Request& req) {
 }
 
 bool client_gone(int fd) {
+    // Only a connection that is closed both ways (a reset, or our own side shut) counts. An end
+    // of input alone is a client that shut down its sending side after the request and still
+    // reads the answer (shutdown(SHUT_WR)); a client that closed outright is seen at the next
+    // write, which the peer answers with a reset.
     if (fd < 0) return false;
-    pollfd p{fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
+    pollfd p{fd, 0, 0};
     if (poll(&p, 1, 0) <= 0) return false;
-    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
-    if (p.revents & POLLIN) {
-        char c;
-        const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n == 0;
-    }
-    return false;
+    return (p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -33,7 +33,9 @@ struct server_options {
     std::string api_key;  // empty: no authentication
     bool cors = false;
     int64_t n_ctx = 32768;
-    int64_t default_max_tokens = 393216;
+    // Output limit of a request that gives none (Anthropic requires max_tokens); always capped
+    // by the free context. DeepSeek's own API default for its reasoning model.
+    int64_t default_max_tokens = 32768;
     size_t queue_size = 64;
     int http_threads = 0;  // 0: queue_size + 16
     size_t max_body_bytes = size_t{64} << 20;
@@ -41,6 +43,14 @@ struct server_options {
     bool exact_replay = true;
     size_t replay_max_ids = 100000;
     int keepalive_s = 5;  // SSE comment interval while nothing else is sent
+    // Transport limits (http_guard.h; docs/server.md "Limits"). Timeouts in milliseconds.
+    size_t max_header_count = 100;
+    size_t max_header_bytes = 64 << 10;
+    size_t max_request_line = 8 << 10;
+    int idle_timeout_ms = 5000;
+    int header_timeout_ms = 10000;
+    int body_timeout_ms = 60000;
+    int max_client_connections = 0;  // per client address; 0: HTTP threads - max(2, threads / 8)
     // Test hook: honours the request field "x_magnetar_forced_output" (the generated text is
     // that string instead of sampled tokens). Off by default; for tool-call shape tests.
     bool test_hooks = false;
@@ -115,7 +125,7 @@ std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& bod
 
 // The socket of the connection serving `req` (-1 if not found).
 int connection_fd(const httplib::Request& req);
-// True when the peer has closed the connection.
+// True when the connection is closed both ways (a reset); an end of input alone is not gone.
 bool client_gone(int fd);
 
 // Per-API SSE formatting of a job.

@@ -3,12 +3,14 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
 #include "core/error.h"
 #include "server/api.h"
+#include "server/http_guard.h"
 #include "tokenizer/tokenizer.h"
 
 namespace magnetar::server {
@@ -26,16 +28,6 @@ api_style style_of(const std::string& path) {
     return path.rfind("/v1/messages", 0) == 0 ? api_style::anthropic : api_style::openai;
 }
 
-// cpp-httplib listens with a backlog of 5: a burst of connections overflows it and clients
-// see resets. listen() again on the bound socket raises the backlog (Linux).
-class http_server : public httplib::Server {
-  public:
-    void raise_backlog() {
-        const socket_t fd = svr_sock_;
-        if (fd != INVALID_SOCKET) ::listen(fd, 1024);
-    }
-};
-
 }  // namespace
 
 struct server::impl {
@@ -47,13 +39,18 @@ struct server::impl {
     http_stats stats;
     response_store responses;
     context ctx;
-    http_server http;
+    guarded_server http;
     std::thread listener;
 };
 
 server::server(const Engine& engine, server_options opts) {
     if (!engine.vocab()) throw Error("serve: the model has no tokenizer");
     if (opts.http_threads <= 0) opts.http_threads = static_cast<int>(opts.queue_size) + 16;
+    // One client address may hold all HTTP threads but a reserve, so others still get in.
+    if (opts.max_client_connections <= 0) {
+        opts.max_client_connections =
+            std::max(1, opts.http_threads - std::max(2, opts.http_threads / 8));
+    }
     impl_ = std::make_unique<impl>(engine, std::move(opts));
 }
 
@@ -130,12 +127,25 @@ std::string server::metrics_text() const {
 
 bool server::start() {
     impl& s = *impl_;
-    http_server& http = s.http;
+    guarded_server& http = s.http;
     context& ctx = s.ctx;
     const server_options& o = ctx.opts;
     const int n_threads = o.http_threads;
     http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
-    http.set_payload_max_length(o.max_body_bytes);
+    bound_allocator_growth();
+    http_limits lim;
+    lim.max_request_line = o.max_request_line;
+    lim.max_header_count = o.max_header_count;
+    lim.max_header_bytes = o.max_header_bytes;
+    lim.max_body_bytes = o.max_body_bytes;
+    lim.idle_timeout_ms = o.idle_timeout_ms;
+    lim.header_timeout_ms = o.header_timeout_ms;
+    lim.body_timeout_ms = o.body_timeout_ms;
+    lim.max_client_connections = o.max_client_connections;
+    http.configure(lim, [&ctx](int status, const std::string& path, const std::string& msg) {
+        ctx.stats.errors_4xx++;
+        return error_body(style_of(path), api_error(status, msg));
+    });
     http.set_read_timeout(30, 0);
     http.set_write_timeout(10, 0);
 
@@ -152,7 +162,7 @@ bool server::start() {
             std::string key = req.get_header_value("x-api-key");
             const std::string auth = req.get_header_value("Authorization");
             if (key.empty() && auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
-            if (key != api_key) {
+            if (!keys_equal(api_key, key)) {
                 send_error(res, style_of(req.path),
                            api_error(401, "invalid or missing API key", "authentication_error"));
                 return httplib::Server::HandlerResponse::Handled;
@@ -169,15 +179,21 @@ bool server::start() {
         if (res.status >= 500) ctx.stats.errors_5xx++;
         else if (res.status >= 400) ctx.stats.errors_4xx++;
     });
+    const int body_timeout_ms = o.body_timeout_ms;
     http.set_error_handler(httplib::Server::HandlerWithResponse(
-        [](const httplib::Request& req,
+        [body_timeout_ms](const httplib::Request& req,
            httplib::Response& res) -> httplib::Server::HandlerResponse {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        // A body the guard cut short: cpp-httplib says 400, the guard knows why.
+        if (const int t = guarded_server::transport_status()) res.status = t;
         const api_style st = style_of(req.path);
         if (res.status == 404) {
             send_error(res, st, api_error(404, "unknown endpoint", "not_found_error"));
         } else if (res.status == 413) {
             send_error(res, st, api_error(413, "request body too large", "invalid_request_error"));
+        } else if (res.status == 408) {
+            send_error(res, st, api_error(408, "request body not complete within " +
+                                                   std::to_string(body_timeout_ms) + " ms"));
         } else if (res.status == 400) {
             send_error(res, st, api_error(400, "bad HTTP request"));
         } else {
