@@ -1,59 +1,55 @@
 // Tool call ids: see tool_id.h.
 #include "chat/tool_id.h"
 
+#include <fcntl.h>
+#include <sys/random.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
-#include <cstdint>
-#include <random>
+#include <cerrno>
+#include <stdexcept>
 
 namespace magnetar::chat {
 
-namespace {
-
-// splitmix64 finaliser: spreads the fallback seed bits.
-uint64_t mix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-void random_bytes(uint8_t out[16]) {
-    try {
-        std::random_device rd;
-        for (int i = 0; i < 16; i += 4) {
-            uint32_t v = rd();
-            for (int k = 0; k < 4; ++k) out[i + k] = static_cast<uint8_t>(v >> (8 * k));
+void random_bytes(uint8_t* out, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = getrandom(out + got, n - got, 0);
+        if (r > 0) {
+            got += static_cast<size_t>(r);
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else {
+            break;
         }
-        return;
-    } catch (...) {
-        // No entropy source: fall back to a mix that is unique within this process.
     }
-    static std::atomic<uint64_t> counter{0};
-    uint64_t now =
-        static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
-    uint64_t a = mix64(now ^ (static_cast<uint64_t>(getpid()) << 32));
-    uint64_t b = mix64(a ^ counter.fetch_add(1));
-    for (int k = 0; k < 8; ++k) {
-        out[k] = static_cast<uint8_t>(a >> (8 * k));
-        out[8 + k] = static_cast<uint8_t>(b >> (8 * k));
+    if (got == n) return;
+    const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        while (got < n) {
+            const ssize_t r = read(fd, out + got, n - got);
+            if (r > 0) got += static_cast<size_t>(r);
+            else if (!(r < 0 && errno == EINTR)) break;
+        }
+        close(fd);
     }
+    if (got != n) throw std::runtime_error("no kernel random source for ids");
 }
 
-}  // namespace
+std::string random_hex(size_t n_bytes) {
+    static const char* hex = "0123456789abcdef";
+    std::vector<uint8_t> bytes(n_bytes);
+    random_bytes(bytes.data(), n_bytes);
+    std::string out;
+    out.reserve(2 * n_bytes);
+    for (uint8_t b : bytes) {
+        out += hex[b >> 4];
+        out += hex[b & 15];
+    }
+    return out;
+}
 
 std::string make_tool_id(id_style style) {
-    static const char* hex = "0123456789abcdef";
-    uint8_t bytes[16];
-    random_bytes(bytes);
-    std::string id = style == id_style::anthropic ? "toolu_" : "call_";
-    for (uint8_t b : bytes) {
-        id += hex[b >> 4];
-        id += hex[b & 15];
-    }
-    return id;
+    return (style == id_style::anthropic ? "toolu_" : "call_") + random_hex(16);
 }
 
 void assign_missing_ids(std::vector<parsed_tool_call>* calls, id_style style,

@@ -1,5 +1,6 @@
 // Anthropic Messages and count_tokens (protocol §5.8).
 #include "server/api.h"
+#include "server/request_schema.h"
 #include "tokenizer/tokenizer.h"
 
 namespace magnetar::server {
@@ -65,7 +66,9 @@ std::string block_text(const json& v) {
 }
 
 // Messages request -> chat messages (protocol §2.5). A user message's tool_result blocks
-// become tool messages, its text blocks user messages, in block order.
+// become tool messages, its text blocks user messages, in block order. The request passed
+// validate_request: roles, block types and shapes are known to be valid; blocks that carry
+// no prompt text (redacted_thinking, server tool blocks) are skipped.
 std::vector<chat::message> anthropic_messages(const json& body) {
     std::vector<chat::message> out;
     if (auto s = body.find("system"); s != body.end()) {
@@ -77,15 +80,10 @@ std::vector<chat::message> anthropic_messages(const json& body) {
             out.push_back(std::move(m));
         }
     }
-    auto it = body.find("messages");
-    if (it == body.end() || it->is_null()) throw api_error(400, "missing messages");
-    if (!it->is_array()) throw api_error(400, "invalid JSON request: 'messages' must be an array");
-    if (it->empty()) throw api_error(400, "invalid JSON request: 'messages' must not be empty");
-    for (const auto& m : *it) {
-        if (!m.is_object()) throw api_error(400, "invalid JSON request: each message must be an object");
+    for (const auto& m : body.at("messages")) {
         const std::string role_s = opt_string(m, "role").value_or("user");
         const auto role = chat::role_from_string(role_s);
-        if (!role) continue;
+        if (!role) throw api_error(400, "unknown role \"" + role_s + "\"");
         auto c = m.find("content");
         if (c == m.end() || c->is_null() || c->is_string()) {
             chat::message msg;
@@ -94,7 +92,6 @@ std::vector<chat::message> anthropic_messages(const json& body) {
             out.push_back(std::move(msg));
             continue;
         }
-        if (!c->is_array()) throw api_error(400, "invalid JSON request: 'content' must be a string or an array of blocks");
         if (*role == chat::role::assistant) {
             chat::message msg;
             msg.role = chat::role::assistant;
@@ -150,11 +147,7 @@ chat::tool_list anthropic_tools(const json& body) {
     chat::tool_list tools;
     auto it = body.find("tools");
     if (it == body.end() || it->is_null()) return tools;
-    if (!it->is_array()) throw api_error(400, "invalid JSON request: 'tools' must be an array");
-    for (const auto& t : *it) {
-        if (!t.is_object()) throw api_error(400, "invalid JSON request: each tool must be an object");
-        tools.push_back(t);
-    }
+    for (const auto& t : *it) tools.push_back(t);
     if (auto tc = body.find("tool_choice"); tc != body.end() && tc->is_object() &&
                                             tc->value("type", std::string()) == "none") {
         tools.clear();
@@ -367,6 +360,7 @@ messages_request read_messages(context& ctx, const json& body, bool for_counting
 
 void handle_messages(context& ctx, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req.body);
+    validate_request(api_endpoint::messages, body);
     messages_request mr = read_messages(ctx, body, false);
     const bool stream = mr.stream;
     const std::string model = mr.model;
@@ -424,6 +418,7 @@ void handle_messages(context& ctx, const httplib::Request& req, httplib::Respons
 
 void handle_count_tokens(context& ctx, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req.body);
+    validate_request(api_endpoint::count_tokens, body);
     const messages_request mr = read_messages(ctx, body, true);
     json out = json::object();
     out["input_tokens"] = mr.gen.input.tokens.size();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/api.h"
+#include "server/request_schema.h"
 #include "tokenizer/tokenizer.h"
 
 namespace magnetar::server {
@@ -181,18 +182,14 @@ json chat_logprobs(const context& ctx, const std::vector<token_info>& lps) {
     return j;
 }
 
-// Chat messages of a Chat Completions request (protocol §2.5).
+// Chat messages of a Chat Completions request (protocol §2.5); the request passed
+// validate_request, so shapes, roles and part types are known to be valid.
 std::vector<chat::message> chat_messages(const json& body) {
-    auto it = body.find("messages");
-    if (it == body.end() || it->is_null()) throw api_error(400, "missing messages");
-    if (!it->is_array()) throw api_error(400, "invalid JSON request: 'messages' must be an array");
-    if (it->empty()) throw api_error(400, "invalid JSON request: 'messages' must not be empty");
     std::vector<chat::message> out;
-    for (const auto& m : *it) {
-        if (!m.is_object()) throw api_error(400, "invalid JSON request: each message must be an object");
+    for (const auto& m : body.at("messages")) {
         const std::string role_s = opt_string(m, "role").value_or("user");
         const auto role = chat::role_from_string(role_s);
-        if (!role) continue;  // unknown roles are dropped
+        if (!role) throw api_error(400, "unknown role \"" + role_s + "\"");
         chat::message msg;
         msg.role = *role;
         if (auto c = m.find("content"); c != m.end()) msg.content = content_text(*c, "content");
@@ -202,18 +199,12 @@ std::vector<chat::message> chat_messages(const json& body) {
         msg.tool_call_id = opt_string(m, "tool_call_id").value_or("");
         msg.name = opt_string(m, "name").value_or("");
         if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
-            if (!tc->is_array()) throw api_error(400, "invalid JSON request: 'tool_calls' must be an array");
             for (const auto& c : *tc) {
-                if (!c.is_object()) continue;
-                auto f = c.find("function");
-                if (f == c.end() || !f->is_object()) continue;
-                auto name = f->find("name");
-                auto args = f->find("arguments");
-                if (name == f->end() || !name->is_string() || args == f->end()) continue;
+                const json& f = c.at("function");
                 chat::tool_call call;
-                call.id = c.value("id", std::string());
-                call.name = name->get<std::string>();
-                call.arguments = arguments_text(*args);
+                call.id = opt_string(c, "id").value_or("");
+                call.name = f.at("name").get<std::string>();
+                call.arguments = arguments_text(f.at("arguments"));
                 msg.tool_calls.push_back(std::move(call));
             }
         }
@@ -226,11 +217,7 @@ chat::tool_list chat_tools(const json& body) {
     chat::tool_list tools;
     auto it = body.find("tools");
     if (it == body.end() || it->is_null()) return tools;
-    if (!it->is_array()) throw api_error(400, "invalid JSON request: 'tools' must be an array");
-    for (const auto& t : *it) {
-        if (!t.is_object()) throw api_error(400, "invalid JSON request: each tool must be an object");
-        tools.push_back(t);
-    }
+    for (const auto& t : *it) tools.push_back(t);
     if (auto tc = body.find("tool_choice"); tc != body.end() && tc->is_string() && *tc == "none") {
         tools.clear();
     }
@@ -373,21 +360,23 @@ class completion_stream : public stream_formatter {
     int64_t created_ = unix_time();
 };
 
+// Ranges were checked by validate_request ([0, 20]); only the cross-field rule is left.
 int read_top_logprobs(const json& body, bool chat_api) {
     if (chat_api) {
         const bool on = opt_bool(body, "logprobs").value_or(false);
         const auto k = opt_int(body, "top_logprobs");
-        if (k && (*k < 0 || *k > 20)) throw api_error(400, "invalid JSON request: 'top_logprobs' must be between 0 and 20");
         if (!on) {
-            if (k && *k > 0) throw api_error(400, "invalid JSON request: 'top_logprobs' requires 'logprobs': true");
+            if (k && *k > 0) {
+                api_error e(400, "top_logprobs: requires \"logprobs\": true");
+                e.param = "top_logprobs";
+                throw e;
+            }
             return -1;
         }
         return static_cast<int>(k.value_or(0));
     }
     const auto k = opt_int(body, "logprobs");
-    if (!k) return -1;
-    if (*k < 0 || *k > 20) throw api_error(400, "invalid JSON request: 'logprobs' must be between 0 and 20");
-    return static_cast<int>(*k);
+    return k ? static_cast<int>(*k) : -1;
 }
 
 }  // namespace
@@ -398,10 +387,8 @@ int read_top_logprobs(const json& body, bool chat_api) {
 
 void handle_chat_completions(context& ctx, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req.body);
+    validate_request(api_endpoint::chat_completions, body);
     const std::string model = opt_string(body, "model").value_or(ctx.opts.model_id);
-    if (auto n = opt_int(body, "n"); n && *n != 1) {
-        throw api_error(400, "invalid JSON request: only n = 1 is supported");
-    }
     std::vector<chat::message> messages = chat_messages(body);
     const chat::tool_list tools = chat_tools(body);
     const chat::think_mode mode = think_mode_of(ctx, body, false);
@@ -468,20 +455,11 @@ void handle_chat_completions(context& ctx, const httplib::Request& req, httplib:
 
 void handle_completions(context& ctx, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req.body);
+    validate_request(api_endpoint::completions, body);
     const std::string model = opt_string(body, "model").value_or(ctx.opts.model_id);
-    std::string prompt_text;
-    auto p = body.find("prompt");
-    if (p == body.end() || p->is_null()) throw api_error(400, "missing prompt");
-    if (p->is_string()) {
-        prompt_text = p->get<std::string>();
-    } else if (p->is_array() && !p->empty() && (*p)[0].is_string()) {
-        prompt_text = (*p)[0].get<std::string>();
-    } else {
-        throw api_error(400, "invalid JSON request: 'prompt' must be a string or an array of strings");
-    }
-    if (auto n = opt_int(body, "n"); n && *n != 1) {
-        throw api_error(400, "invalid JSON request: only n = 1 is supported");
-    }
+    // A string or an array of exactly one string (validate_request).
+    const json& p = body.at("prompt");
+    const std::string prompt_text = p.is_string() ? p.get<std::string>() : p[0].get<std::string>();
     const chat::think_mode mode = think_mode_of(ctx, body, false);
     const bool stream = opt_bool(body, "stream").value_or(false);
     bool include_usage = false;

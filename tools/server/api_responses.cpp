@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "server/api.h"
+#include "server/request_schema.h"
 
 namespace magnetar::server {
 
@@ -381,6 +382,7 @@ json function_call_item(const std::string& id, const char* status, const std::st
     return item;
 }
 
+// Response and item ids: prefix + 24 hex digits from the kernel CSPRNG (random_hex).
 std::string new_id(const char* prefix) { return prefix + random_hex(12); }
 
 // The output items of a non-streamed response.
@@ -703,6 +705,7 @@ class responses_stream : public stream_formatter {
 
 void handle_responses(context& ctx, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req.body);
+    validate_request(api_endpoint::responses, body);
     auto meta = std::make_shared<response_meta>();
     response_meta& m = *meta;
     m.id = new_id("resp_");
