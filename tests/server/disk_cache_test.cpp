@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/paths.h"
 #include "magnetar/engine.h"
 #include "server/server.h"
+#include "support/default_engine.h"
 
 namespace fs = std::filesystem;
 
@@ -23,17 +23,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-const Engine* engine() {
-    static std::unique_ptr<Engine> e = [] {
-        std::unique_ptr<Engine> p;
-        engine_options eo;
-        eo.model_path = find_in_ancestors("models/magnetar-tiny.gguf");
-        eo.n_threads = 2;
-        if (!eo.model_path.empty()) (void)Engine::load(eo, &p);
-        return p;
-    }();
-    return e.get();
-}
+const Engine* engine() { return test::default_engine(); }
 
 struct temp_dir {
     std::string path;

@@ -23,11 +23,11 @@
 #include <vector>
 
 #include "chat/tool_id.h"
-#include "core/paths.h"
 #include "magnetar/engine.h"
 #include "server/http_util.h"
 #include "server/request_schema.h"
 #include "server/server.h"
+#include "support/default_engine.h"
 
 namespace magnetar::server {
 namespace {
@@ -243,17 +243,7 @@ TEST(RequestIds, ForkedProcessesDrawDifferentIds) {
 // A live server
 // ---------------------------------------------------------------------------------------------
 
-std::unique_ptr<Engine>& engine() {
-    static std::unique_ptr<Engine> e = [] {
-        std::unique_ptr<Engine> out;
-        engine_options eo;
-        eo.model_path = find_in_ancestors("models/magnetar-tiny.gguf");
-        eo.n_threads = 2;
-        if (!eo.model_path.empty()) (void)Engine::load(eo, &out);
-        return out;
-    }();
-    return e;
-}
+const Engine* engine() { return test::default_engine(); }
 
 server_options options() {
     server_options o;

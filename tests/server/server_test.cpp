@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "core/paths.h"
 #include "magnetar/engine.h"
 #include "server/prompt.h"
 #include "server/server.h"
 #include "server/syntax_tracker.h"
+#include "support/default_engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace magnetar::server {
@@ -28,17 +28,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::unique_ptr<Engine>& shared_engine() {
-    static std::unique_ptr<Engine> engine = [] {
-        std::unique_ptr<Engine> e;
-        engine_options eo;
-        eo.model_path = find_in_ancestors("models/magnetar-tiny.gguf");
-        eo.n_threads = 2;
-        if (!eo.model_path.empty()) (void)Engine::load(eo, &e);
-        return e;
-    }();
-    return engine;
-}
+const Engine* shared_engine() { return test::default_engine(); }
 
 server_options test_options() {
     server_options o;
