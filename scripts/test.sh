@@ -5,8 +5,8 @@
 #   2. the parser and quant tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 #      (build-asan/);
 #   3. when clang is present, the libFuzzer targets (GGUF reader, DSML parsers, tokenizer, chat
-#      renderer and prompt builder, session payload and disk KV file readers) for a short time
-#      each (build-fuzz/).
+#      renderer and prompt builder, server request parser and schemas, session payload and disk
+#      KV file readers) for a short time each (build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -68,6 +68,19 @@ if command -v clang++ >/dev/null 2>&1; then
     mkdir -p build-fuzz/render-corpus
     build-fuzz/bin/fuzz_render -max_total_time=20 -max_len=2048 -rss_limit_mb=4096 \
         -dict=tests/fuzz/render.dict build-fuzz/render-corpus
+
+    echo "== fuzz: server request parser and schemas (libFuzzer, 20 s)"
+    cmake --build build-fuzz --target fuzz_request
+    mkdir -p build-fuzz/request-corpus build-fuzz/request-seeds
+    # Seeds: the bodies of the malformed-request corpus, one file each.
+    python3 - tests/server/data/malformed_requests.jsonl build-fuzz/request-seeds <<'PY'
+import json, sys
+for i, line in enumerate(open(sys.argv[1], encoding="utf-8")):
+    body = json.loads(line).get("body", "")
+    open(f"{sys.argv[2]}/{i:04d}", "wb").write(body.encode("utf-8", "surrogatepass"))
+PY
+    build-fuzz/bin/fuzz_request -max_total_time=20 -max_len=8192 -rss_limit_mb=2048 \
+        build-fuzz/request-corpus build-fuzz/request-seeds
 
     echo "== fuzz: session payload and disk KV file readers (libFuzzer, 20 s)"
     cmake --build build-fuzz --target fuzz_kv
