@@ -85,6 +85,16 @@ struct V {
 
 namespace magnetar::cpu::simd::avx512 {
 
+// Wrapping sum of the eight 64-bit lanes. The reduce intrinsics add as signed integers, which
+// overflows (undefined behaviour) on the arbitrary bit patterns these loops fold together.
+static uint64_t fold_lanes(__m512i v) {
+    uint64_t lanes[8];
+    _mm512_storeu_si512(lanes, v);
+    uint64_t s = 0;
+    for (const uint64_t x : lanes) s += x;
+    return s;
+}
+
 // Blocks of 64 KiB read as four interleaved streams, as in the AVX2 version.
 uint64_t stream_sum(const void* data, size_t bytes) {
     constexpr size_t kBlock = 64 << 10;
@@ -99,8 +109,8 @@ uint64_t stream_sum(const void* data, size_t bytes) {
                 a[k] = _mm512_add_epi64(a[k], _mm512_loadu_si512(p + k * q + i));
         }
     }
-    return static_cast<uint64_t>(_mm512_reduce_add_epi64(
-        _mm512_add_epi64(_mm512_add_epi64(a[0], a[1]), _mm512_add_epi64(a[2], a[3]))));
+    return fold_lanes(
+        _mm512_add_epi64(_mm512_add_epi64(a[0], a[1]), _mm512_add_epi64(a[2], a[3])));
 }
 
 // VNNI dpbusd (u8 x s8 -> s32, four products per lane) on 512-bit registers, 8 independent
@@ -122,7 +132,7 @@ uint64_t peak_int8(uint64_t rounds, uint64_t* macs) {
     *macs = rounds * kChains * 64;
     __m512i t = acc[0];
     for (int k = 1; k < kChains; ++k) t = _mm512_xor_si512(_mm512_slli_epi32(t, 1), acc[k]);
-    return static_cast<uint64_t>(_mm512_reduce_add_epi64(t));
+    return fold_lanes(t);
 }
 
 // Fused multiply-adds on 16 independent chains of 16 floats.
@@ -139,7 +149,7 @@ uint64_t peak_f32(uint64_t rounds, uint64_t* macs) {
     *macs = rounds * kChains * 16;
     __m512 t = acc[0];
     for (int k = 1; k < kChains; ++k) t = _mm512_add_ps(t, acc[k]);
-    return static_cast<uint64_t>(_mm512_reduce_add_epi32(_mm512_castps_si512(t)));
+    return fold_lanes(_mm512_castps_si512(t));
 }
 
 }  // namespace magnetar::cpu::simd::avx512
