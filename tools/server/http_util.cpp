@@ -280,6 +280,7 @@ void submit_or_throw(context& ctx, const std::shared_ptr<job>& j) {
 }
 
 api_error failure_error(const gen_result& r, const char* param) {
+    if (r.out_of_memory) return api_error(503, r.error, "server_error");
     if (r.error.rfind("prompt has", 0) == 0) {
         api_error e(400, r.error);
         e.param = param;

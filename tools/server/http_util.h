@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -54,6 +55,8 @@ struct server_options {
     // Test hook: honours the request field "x_magnetar_forced_output" (the generated text is
     // that string instead of sampled tokens). Off by default; for tool-call shape tests.
     bool test_hooks = false;
+    // Test hook: worker_options::before_job.
+    std::function<void()> test_before_job;
     disk_cache_options disk;  // --kv-disk-dir and the kv-cache knobs
 };
 

@@ -32,7 +32,8 @@ api_style style_of(const std::string& path) {
 
 struct server::impl {
     impl(const Engine& e, server_options o)
-        : work(e, worker_options{o.n_ctx, o.queue_size, o.exact_replay, o.replay_max_ids, o.disk}),
+        : work(e, worker_options{o.n_ctx, o.queue_size, o.exact_replay, o.replay_max_ids, o.disk,
+                                 o.test_before_job}),
           ctx{e, *e.vocab(), special_literals(*e.vocab()), o, work, stats, responses} {}
 
     worker work;

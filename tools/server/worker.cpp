@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 
 #include "core/error.h"
 #include "server/syntax_tracker.h"
@@ -268,17 +269,32 @@ void worker::run(job& j) {
         j.push(std::move(e));
     };
     const auto t0 = clock_type::now();
-    const status st = sync_prompt(j, eo, &res);
-    const auto t1 = clock_type::now();
-    res.prefill_s = std::chrono::duration<double>(t1 - t0).count();
-    if (!st.ok()) {
-        res.finish = st.code() == status_code::cancelled ? finish_reason::cancelled
-                                                         : finish_reason::error;
-        res.error = st.message();
-        res.engine_failed_before_output = true;
-    } else {
-        generate(j, eo, &res);
-        res.decode_s = std::chrono::duration<double>(clock_type::now() - t1).count();
+    auto t1 = t0;
+    bool prompt_done = false;
+    try {
+        if (opts_.before_job) opts_.before_job();
+        const status st = sync_prompt(j, eo, &res);
+        t1 = clock_type::now();
+        res.prefill_s = std::chrono::duration<double>(t1 - t0).count();
+        prompt_done = true;
+        if (!st.ok()) {
+            res.finish = st.code() == status_code::cancelled ? finish_reason::cancelled
+                                                             : finish_reason::error;
+            res.error = st.message();
+            res.engine_failed_before_output = true;
+        } else {
+            generate(j, eo, &res);
+            res.decode_s = std::chrono::duration<double>(clock_type::now() - t1).count();
+        }
+    } catch (const std::exception& e) {
+        // An allocation (or anything else) failing deep in the engine ends this job with an
+        // error; the worker, the session's evaluated state and the server go on.
+        const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+        res.finish = finish_reason::error;
+        res.error = oom ? "out of memory while serving this request" : e.what();
+        res.out_of_memory = oom;
+        res.engine_failed_before_output = !prompt_done || res.raw.empty();
+        std::fprintf(stderr, "serve: request failed: %s\n", res.error.c_str());
     }
 
     stats_.jobs++;

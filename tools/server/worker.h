@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -75,6 +76,7 @@ struct gen_result {
     finish_reason finish = finish_reason::stop;
     std::string error;  // finish error: the message
     bool engine_failed_before_output = false;  // prefill failed: HTTP 500 if nothing sent yet
+    bool out_of_memory = false;  // the job failed allocating: HTTP 503 (the server stays up)
     std::string raw;    // generated text (cut at a stop sequence)
     // Chat kinds: the authoritative split (content, reasoning) and the calls with ids.
     std::string content;
@@ -137,6 +139,9 @@ struct worker_options {
     bool exact_replay = true;  // remember sampled DSML by tool id
     size_t replay_max_ids = 100000;
     disk_cache_options disk;
+    // Test hook: called at the start of every job, before the prompt is synchronised (it may
+    // throw, as an allocation deep in the engine would).
+    std::function<void()> before_job;
 };
 
 // Monotonic counters for /metrics.
