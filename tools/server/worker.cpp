@@ -288,7 +288,10 @@ void worker::run(job& j) {
         }
     } catch (const std::exception& e) {
         // An allocation (or anything else) failing deep in the engine ends this job with an
-        // error; the worker, the session's evaluated state and the server go on.
+        // error; the worker and the server go on. The session may have stopped mid-chunk, so
+        // it starts over empty rather than trusting a half-written state.
+        session_->reset();
+        disk_last_saved_ = 0;
         const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
         res.finish = finish_reason::error;
         res.error = oom ? "out of memory while serving this request" : e.what();
