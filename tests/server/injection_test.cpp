@@ -56,6 +56,10 @@ server_options options(const std::string& disk_dir = {}) {
     o.n_ctx = 1024;
     o.default_max_tokens = 4;
     o.http_threads = 4;
+    // Sequential clients from one address: a closed connection is released by its HTTP
+    // thread a moment later, so the per-client cap (tested in http_limits_test) stays out of
+    // the way here.
+    o.max_client_connections = 1024;
     if (!disk_dir.empty()) {
         o.disk.dir = disk_dir;
         o.disk.min_tokens = 16;
