@@ -24,7 +24,14 @@ struct engine_options {
     std::string model_path;
     std::string
         mtp_path;  // separate MTP GGUF (as published); empty: MTP block of the main file, if any
-    int n_threads = 0;  // 0: one per physical core
+    // Compute backend: "cpu" (the default; weights read in place from the mapped file) or
+    // "cuda" (builds with the CUDA backend; weights copied to the GPU at load). An unknown
+    // name, a backend this build lacks, a missing device, or an op of the model's architecture
+    // the backend does not implement fail the load with one line that says which.
+    std::string backend = "cpu";
+    int device = 0;      // GPU ordinal of a device backend
+    bool quiet = false;  // no progress bar while weights are copied to a device
+    int n_threads = 0;  // CPU backend threads; 0: one per physical core
     // Every matrix product through the scalar reference twin (dequantize a row, sum in
     // order) instead of the SIMD kernels: slow, for diagnostics (`magnetar compare-reference`).
     bool reference_kernels = false;
@@ -65,6 +72,13 @@ struct model_info {
     bool has_tokenizer = false;
     special_tokens special;
     int n_threads = 0;
+    // The compute backend: its name ("cpu", "cuda"), one line describing it ("cpu (8 threads,
+    // avx512 kernels, int8 activations)", "NVIDIA H200 (sm_90, 139.8 GiB)"), the weight bytes
+    // it copied into its own memory (0: read in place from the mapping) and how long that took.
+    std::string backend;
+    std::string device;
+    uint64_t device_weight_bytes = 0;
+    double weight_upload_seconds = 0.0;
     // Pipeline stages (1: single process) and their split, e.g. "2 stages, HC state as
     // BF16: [rank 0 host: layers 0:4, 10 MiB] [rank 1 ...]".
     int n_stages = 1;
@@ -85,6 +99,9 @@ struct chat_turn {
 class Engine {
   public:
     static status load(const engine_options& opts, std::unique_ptr<Engine>* out);
+    // Whether the backend of opts (backend, device, n_threads) can be used here, without a
+    // model: *description receives its banner line, or the error says why not.
+    static status probe_backend(const engine_options& opts, std::string* description);
     ~Engine();
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
@@ -112,6 +129,16 @@ class Engine {
     // Pipelined engines: sends `bytes` through every stage and back without computing
     // (`magnetar bench pipeline` measures the hops with it); *seconds receives the trip time.
     status pipeline_ping(size_t bytes, double* seconds) const;
+    // Copy bandwidth of the backend's memory in GB/s over a `bytes` buffer (the roofline of
+    // `bench`); unsupported on backends without a probe.
+    status measure_copy_bandwidth(size_t bytes, double* gbs) const;
+    // Counters of decode steps run as one device graph (all zero on backends without graphs).
+    struct graph_stats {
+        uint64_t steps = 0;
+        uint64_t replays = 0;
+        uint64_t instantiations = 0;
+    };
+    graph_stats graph_step_stats() const;
     // The tokenizer itself (nullptr without one), for in-tree front ends.
     const tokenizer* vocab() const;
 

@@ -78,6 +78,10 @@ struct eval_options {
     // stay evaluated, the interrupted chunk is rolled back: the session stays usable at the
     // n_past() it reports.
     std::function<bool()> cancel;
+    // Single-token steps run as one device graph on backends that have graphs (CUDA; bit-
+    // identical to launching op by op); false launches op by op. Dumps (set_dump) always run
+    // op by op.
+    bool graph_steps = true;
 };
 
 // What sync() did.

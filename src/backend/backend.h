@@ -19,6 +19,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -59,6 +62,8 @@ enum class op_kind {
 };
 
 const char* op_name(op_kind op);
+// The number of op kinds (op_kind values are 0 .. k_op_count - 1).
+inline constexpr int k_op_count = static_cast<int>(op_kind::engram_gate) + 1;
 
 // RoPE on the tail of each head (spec model.md §4.2): adjacent pairs, YaRN frequency blend when
 // `yarn`, no magnitude factor.
@@ -197,6 +202,28 @@ struct limits {
     int64_t max_index_rows = 0;  // indexer rows one query scores
 };
 
+// Where a backend's buffers live and how much memory is there (backend::memory()).
+struct memory_info {
+    bool host = true;        // alloc_buffer() memory is host memory
+    uint64_t total = 0;      // bytes of that memory (0: unknown)
+    uint64_t available = 0;  // bytes a new allocation can still have (0: unknown)
+    std::string where;       // "host", or the device ("NVIDIA H200 (sm_90, 139.8 GiB)")
+};
+
+// One tensor-data section of a memory-mapped model file: every weight tensor lies in one.
+struct weight_region {
+    const void* data = nullptr;
+    size_t bytes = 0;
+    std::string label;  // the file's path, for the progress bar and errors
+};
+
+// Counters of backend::graph_step().
+struct graph_step_counts {
+    uint64_t steps = 0;           // graph_step() calls
+    uint64_t replays = 0;         // steps that launched an instantiated graph unchanged
+    uint64_t instantiations = 0;  // graphs built (first step and every op-sequence change)
+};
+
 class backend {
   public:
     virtual ~backend() = default;
@@ -217,6 +244,35 @@ class backend {
     virtual void download(const tensor& src, void* dst) = 0;
     // Waits until every op issued so far has finished.
     virtual void synchronize() = 0;
+    // Bytes reserve(l) would allocate in all, 0 when the scratch already covers l: for sizing
+    // a session before any of it is allocated.
+    virtual uint64_t reserve_bytes(const limits& l) const = 0;
+    // Where alloc_buffer() memory lives, and how much of it there is. The default describes
+    // this host's memory (physical, or the cgroup limit when lower).
+    virtual memory_info memory() const;
+    // One line for banners: "cpu (2 threads, AVX-512)", "NVIDIA H200 (sm_90, 139.8 GiB)".
+    virtual std::string description() const { return name(); }
+
+    // ---- weights ----
+    // Makes the model's weights readable by the ops; called once at load, before any op.
+    // regions: the tensor-data sections of the mapped files. The default reads the weights in
+    // place from the mapping (host backends); a device backend copies them into its memory (a
+    // progress bar unless quiet) and throws magnetar::Error when they do not fit.
+    virtual void place_weights(const std::vector<weight_region>& regions, bool quiet);
+    // Weight bytes held in the backend's own memory (0: read in place from the mapping).
+    virtual uint64_t placed_weight_bytes() const { return 0; }
+
+    // ---- optional capabilities ----
+    // Decode steps as one device graph (CUDA graphs): graph_step(p0, step) runs `step` (the
+    // forward pass of one chunk at position p0) so that its results are bit-identical to
+    // running it op by op. The default just runs it; has_graph_steps() says whether it does
+    // more than that.
+    virtual bool has_graph_steps() const { return false; }
+    virtual void graph_step(int64_t p0, const std::function<void()>& step) { step(); }
+    virtual graph_step_counts graph_counts() const { return {}; }
+    // Copy bandwidth of the backend's memory in GB/s (bytes read + written over a `bytes`
+    // buffer), the roofline benchmarks compare with; 0 when the backend has no probe.
+    virtual double measure_copy_bandwidth(size_t bytes) { return 0.0; }
 
     // ---- element-wise and data movement ----
     // out [n, n_rep, w.ne[0]] = dequantized rows ids[i] of w, each written n_rep times.
@@ -356,5 +412,12 @@ class backend {
     virtual void engram_gate(const engram_params& p, const tensor& x, const tensor& kv,
                              const tensor& wq, const tensor& out);
 };
+
+// Memory of this host: physical memory, or the cgroup limit when that is lower (containers);
+// 0 when unknown.
+uint64_t host_memory_bytes();
+
+// The ops of `ops` that `be` does not implement (supports() false), in the order given.
+std::vector<op_kind> missing_ops(const backend& be, const std::vector<op_kind>& ops);
 
 }  // namespace magnetar::backend

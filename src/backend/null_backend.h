@@ -16,6 +16,7 @@ class null_backend final : public backend {
     void* alloc_buffer(size_t) override { return nullptr; }
     void free_buffer(void*) override {}
     void reserve(const limits&) override {}
+    uint64_t reserve_bytes(const limits&) const override { return 0; }
     void upload(const tensor&, const void*) override {}
     void download(const tensor&, void*) override {}
     void synchronize() override {}

@@ -1,29 +1,73 @@
 // Engine: loads and validates the model once, owns the compute backend, creates sessions.
-#include <unistd.h>
-
 #include <algorithm>
-#include <fstream>
+#include <chrono>
 #include <new>
 
-#include "backend/null_backend.h"
+#include "chat/renderer.h"
 #include "core/error.h"
 #include "core/format.h"
-#include "dist/comm.h"
-#include "chat/renderer.h"
 #include "core/thread_pool.h"
-#include "engine/prompt_tokens.h"
+#include "dist/comm.h"
+#include "engine/backend_factory.h"
 #include "engine/engine_impl.h"
+#include "engine/prompt_tokens.h"
 #include "graph/forward41.h"
+#include "graph/required_ops.h"
 #include "kv/cache41.h"
 
 namespace magnetar {
 
+namespace {
+
+// The tensor-data sections of the model's files (the main file and a separate MTP file).
+std::vector<backend::weight_region> weight_regions(const model& m) {
+    std::vector<backend::weight_region> out;
+    auto add = [&](const gguf::reader& f) {
+        if (f.tensors().empty()) return;
+        const gguf::tensor_info& t0 = f.tensors().front();
+        backend::weight_region r;
+        r.data = f.tensor_data(t0) - t0.offset;
+        r.bytes = f.file_size() - f.data_offset();
+        r.label = f.path();
+        out.push_back(std::move(r));
+    };
+    add(m.file());
+    if (m.mtp_file() && m.mtp_file() != &m.file()) add(*m.mtp_file());
+    return out;
+}
+
+}  // namespace
 
 Engine::Engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 Engine::~Engine() = default;
 
 const model_info& Engine::info() const {
     return impl_->info;
+}
+
+namespace {
+
+backend_choice choice_of(const engine_options& opts) {
+    backend_choice bc;
+    bc.name = opts.backend;
+    bc.device = opts.device;
+    bc.n_threads = opts.n_threads > 0 ? opts.n_threads : thread_pool::physical_cores();
+    bc.reference_kernels = opts.reference_kernels;
+    bc.exact_matmul = opts.exact_matmul;
+    bc.quiet = opts.quiet;
+    return bc;
+}
+
+}  // namespace
+
+status Engine::probe_backend(const engine_options& opts, std::string* description) {
+    try {
+        const std::unique_ptr<backend::backend> be = make_backend(choice_of(opts));
+        if (description) *description = be->description();
+    } catch (const Error& e) {
+        return {status_code::unsupported, e.what()};
+    }
+    return {};
 }
 
 status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
@@ -44,9 +88,41 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
             strfmt("%s: grouped expert routing (expert_group_count %u) is not part of DeepSeek V4",
                    opts.model_path.c_str(), hp.n_expert_group)};
     }
-    const int n_threads = opts.n_threads > 0 ? opts.n_threads : thread_pool::physical_cores();
-    p->be = std::make_unique<backend::cpu_backend>(n_threads, opts.reference_kernels,
-                                                   opts.exact_matmul);
+    const backend_choice bc = choice_of(opts);
+    const int n_threads = bc.n_threads;
+    if (dist::active() && opts.backend != "cpu") {
+        return {status_code::unsupported,
+                strfmt("backend %s: pipelined (MPI) runs use the CPU backend on every rank",
+                       opts.backend.c_str())};
+    }
+    try {
+        p->be = make_backend(bc);
+    } catch (const Error& e) {
+        return {status_code::unsupported, e.what()};
+    }
+    // Every op the architecture's forward pass calls, before any weight is placed.
+    const std::vector<backend::op_kind> missing = backend::missing_ops(*p->be, graph::required_ops(hp));
+    if (!missing.empty()) {
+        std::string names;
+        for (backend::op_kind op : missing) names += (names.empty() ? "" : ", ") + std::string(backend::op_name(op));
+        return {status_code::unsupported,
+                strfmt("backend %s does not implement %zu op%s that %s (%s) models need: %s",
+                       p->be->name(), missing.size(), missing.size() == 1 ? "" : "s",
+                       hp.is_v41() ? "DeepSeek V4.1" : "DeepSeek V4", hp.arch.c_str(), names.c_str())};
+    }
+    try {
+        const auto t0 = std::chrono::steady_clock::now();
+        p->be->place_weights(weight_regions(*p->m), opts.quiet);
+        p->info.weight_upload_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } catch (const Error& e) {
+        return {status_code::model_error, e.what()};
+    } catch (const std::bad_alloc&) {
+        return {status_code::model_error, "out of host memory while placing the weights"};
+    }
+    p->info.backend = p->be->name();
+    p->info.device = p->be->description();
+    p->info.device_weight_bytes = p->be->placed_weight_bytes();
     if (p->m->file().find("tokenizer.ggml.tokens")) {
         try {
             p->vocab = tokenizer::from_gguf(p->m->file());
@@ -103,6 +179,26 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     }
     *out = std::unique_ptr<Engine>(new Engine(std::move(p)));
     return {};
+}
+
+status Engine::measure_copy_bandwidth(size_t bytes, double* gbs) const {
+    std::lock_guard<std::mutex> lock(impl_->eval_mutex);
+    try {
+        *gbs = impl_->be->measure_copy_bandwidth(bytes);
+    } catch (const Error& e) {
+        return {status_code::internal, e.what()};
+    }
+    if (*gbs <= 0.0) {
+        return {status_code::unsupported,
+                strfmt("measure_copy_bandwidth: backend %s has no bandwidth probe", impl_->be->name())};
+    }
+    return {};
+}
+
+Engine::graph_stats Engine::graph_step_stats() const {
+    std::lock_guard<std::mutex> lock(impl_->eval_mutex);
+    const backend::graph_step_counts c = impl_->be->graph_counts();
+    return {c.steps, c.replays, c.instantiations};
 }
 
 status Engine::pipeline_ping(size_t bytes, double* seconds) const {
@@ -186,21 +282,6 @@ status Engine::tokenize_chat(const std::vector<chat_turn>& turns, think_mode mod
 
 namespace {
 
-// Memory of this host: physical memory, or the cgroup limit when that is lower (containers).
-// 0 when unknown (then sessions are not checked against it).
-uint64_t host_memory_bytes() {
-    uint64_t mem = 0;
-    const long pages = ::sysconf(_SC_PHYS_PAGES);
-    const long page = ::sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0) mem = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
-    for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-        std::ifstream f(path);
-        unsigned long long limit = 0;
-        if (f >> limit && limit > 0 && (mem == 0 || limit < mem)) mem = limit;  // "max" fails to parse
-    }
-    return mem;
-}
-
 // What a session of n_ctx tokens allocates when it is created, computed before any of it is.
 struct session_footprint {
     uint64_t cache = 0;     // KV cache buffer (V4.1: and the Engram history)
@@ -209,7 +290,7 @@ struct session_footprint {
     uint64_t total() const { return cache + scratch + timeline; }
 };
 
-session_footprint footprint(const hparams& hp, const backend::cpu_backend& be, int64_t n_ctx, bool with_mtp,
+session_footprint footprint(const hparams& hp, const backend::backend& be, int64_t n_ctx, bool with_mtp,
                             uint32_t l0, uint32_t l1) {
     session_footprint f;
     if (hp.is_v41()) {
@@ -275,23 +356,33 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         s->remote_logits = !opts.all_logits;
         s->hc.resize(static_cast<size_t>(s->opts.chunk_size) * hp.n_hc * hp.n_embd);
     }
-    // A context the host cannot hold is refused before any of it is allocated (an allocation
-    // that the kernel overcommits would be killed when the cache is cleared).
-    const uint64_t host = host_memory_bytes();
+    // A context the backend's memory cannot hold is refused before any of it is allocated (an
+    // allocation that the kernel overcommits would be killed when the cache is cleared).
+    const backend::memory_info mem = impl_->be->memory();
     session_footprint fp;
     try {
         fp = footprint(hp, *impl_->be, opts.n_ctx, impl_->info.has_mtp, l0, l1);
     } catch (const Error& e) {
         return {status_code::invalid_argument, strfmt("session: context too large: %s", e.what())};
     }
-    if (host != 0 && fp.total() > host) {
+    // On a device backend the timeline and the logits row stay on the host.
+    const uint64_t need = mem.host ? fp.total() : fp.cache + fp.scratch;
+    if (mem.available != 0 && need > mem.available) {
+        const std::string parts =
+            mem.host ? strfmt("KV cache %s, backend scratch %s, timeline %s",
+                              human_bytes(fp.cache).c_str(), human_bytes(fp.scratch).c_str(),
+                              human_bytes(fp.timeline).c_str())
+                     : strfmt("KV cache %s, backend scratch %s", human_bytes(fp.cache).c_str(),
+                              human_bytes(fp.scratch).c_str());
+        const std::string room =
+            mem.host ? strfmt("the host's %s of memory", human_bytes(mem.available).c_str())
+                     : strfmt("the %s free on %s", human_bytes(mem.available).c_str(),
+                              mem.where.c_str());
         return {status_code::invalid_argument,
-                strfmt("session: context too large: n_ctx = %lld needs %s (%llu bytes: KV cache %s, "
-                       "backend scratch %s, timeline %s), more than the host's %s of memory",
-                       static_cast<long long>(opts.n_ctx), human_bytes(fp.total()).c_str(),
-                       static_cast<unsigned long long>(fp.total()), human_bytes(fp.cache).c_str(),
-                       human_bytes(fp.scratch).c_str(), human_bytes(fp.timeline).c_str(),
-                       human_bytes(host).c_str())};
+                strfmt("session: context too large: n_ctx = %lld needs %s (%llu bytes: %s), more "
+                       "than %s",
+                       static_cast<long long>(opts.n_ctx), human_bytes(need).c_str(),
+                       static_cast<unsigned long long>(need), parts.c_str(), room.c_str())};
     }
     try {
         s->tl = hp.is_v41()

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "core/arena.h"
 #include "dist/pipeline.h"
 #include "engine/timeline_state.h"
@@ -20,7 +20,7 @@ namespace magnetar {
 
 struct Engine::impl {
     std::unique_ptr<model> m;
-    std::unique_ptr<backend::cpu_backend> be;
+    std::unique_ptr<backend::backend> be;
     std::unique_ptr<tokenizer> vocab;  // null when the file has no tokenizer.ggml.* keys
     model_info info;
     // Rank 0 of an MPI job: the other stages (null in a single process).

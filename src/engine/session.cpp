@@ -254,7 +254,11 @@ status Session::impl::eval_locked(std::span<const int32_t> toks, const eval_opti
         }
         graph::chunk_result r;
         try {
-            r = tl->run(req, ar, dsink);
+            if (req.n == 1 && o.graph_steps && !dsink && eng->be->has_graph_steps()) {
+                eng->be->graph_step(req.p0, [&] { r = tl->run(req, ar, nullptr); });
+            } else {
+                r = tl->run(req, ar, dsink);
+            }
         } catch (const Error& e) {
             eng->be->synchronize();
             return {status_code::invalid_argument,

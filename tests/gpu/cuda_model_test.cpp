@@ -1,25 +1,22 @@
-// Whole tiny models on the CUDA backend against the CPU backend (float activations, the path
-// that matches the float64 reference): logits of every position within NMSE 1e-5 with the same
-// arg-max, decode == prefill == chunked prefill bit for bit on the GPU, and the session
-// snapshot of the small KV state (host copy) restoring a position exactly; decode steps run as
-// one CUDA graph each give the same bits.
+// Whole tiny models on the CUDA backend against the CPU backend, both through Engine and
+// Session (float activations on the CPU, the path that matches the float64 reference): logits
+// of every position within NMSE 1e-5 with the same arg-max, decode == prefill == chunked
+// prefill bit for bit on the GPU, a checkpoint restoring a position exactly, and decode steps
+// run as one CUDA graph each giving the same bits.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <memory>
 
 #include "core/rng.h"
-#include "cuda-bench/forward_runner.h"
 #include "gen-model/gen_model.h"
 #include "gpu/gpu_harness.h"
-#include "model/model.h"
+#include "magnetar/engine.h"
 #include "support/fixture_cache.h"
 #include "support/test_support.h"
 
 namespace magnetar::gpu_test {
 namespace {
-
-using cuda_tools::forward_runner;
 
 constexpr int64_t kTokens = 200;  // crosses a ratio-128 block, the window and the indexer budget
 
@@ -63,46 +60,76 @@ int64_t argmax_mismatches(const std::vector<float>& a, const std::vector<float>&
     return bad;
 }
 
-std::vector<float> prefill(const model& m, backend::backend& be, const std::vector<int32_t>& ids,
-                           int64_t chunk) {
-    forward_runner run(m, be, kTokens, chunk);
+std::unique_ptr<Engine> load(const std::string& path, const std::string& backend) {
+    engine_options eo;
+    eo.model_path = path;
+    eo.backend = backend;
+    eo.n_threads = 2;
+    eo.exact_matmul = true;  // float activations: the CUDA matmuls' arithmetic
+    eo.quiet = true;
+    std::unique_ptr<Engine> e;
+    const status st = Engine::load(eo, &e);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return e;
+}
+
+std::unique_ptr<Session> session(const Engine& e, int64_t chunk, bool all_logits,
+                                 int64_t checkpoint_interval = 0) {
+    session_options so;
+    so.n_ctx = kTokens;
+    so.chunk_size = chunk;
+    so.all_logits = all_logits;
+    so.checkpoint_interval = checkpoint_interval;
+    std::unique_ptr<Session> s;
+    const status st = e.create_session(so, &s);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return s;
+}
+
+std::vector<float> rows_of(const Session& s) {
     std::vector<float> out;
-    for (int64_t p = 0; p < static_cast<int64_t>(ids.size()); p += chunk) {
-        const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(ids.size()) - p);
-        const auto l = run.eval(ids.data() + p, n, p, true);
+    for (int64_t i = 0; i < s.n_logit_rows(); ++i) {
+        const auto l = s.logits_at(i);
         out.insert(out.end(), l.begin(), l.end());
     }
     return out;
 }
 
-std::vector<float> decode(const model& m, backend::backend& be, const std::vector<int32_t>& ids,
+std::vector<float> prefill(const Engine& e, const std::vector<int32_t>& ids, int64_t chunk) {
+    auto s = session(e, chunk, true);
+    const status st = s->eval(ids);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return rows_of(*s);
+}
+
+std::vector<float> decode(const Engine& e, const std::vector<int32_t>& ids,
                           bool graph_steps = false) {
-    forward_runner run(m, be, kTokens, 1);
-    run.set_graph_steps(graph_steps);
+    auto s = session(e, 1, false);
     std::vector<float> out;
-    for (int64_t p = 0; p < static_cast<int64_t>(ids.size()); ++p) {
-        const auto l = run.eval(ids.data() + p, 1, p, false);
+    eval_options o;
+    o.graph_steps = graph_steps;
+    for (size_t p = 0; p < ids.size(); ++p) {
+        const status st = s->eval(std::span<const int32_t>(&ids[p], 1), o);
+        EXPECT_TRUE(st.ok()) << st.message();
+        const auto l = s->logits();
         out.insert(out.end(), l.begin(), l.end());
     }
     return out;
 }
 
 void logits_match_cpu(const std::string& weights) {
-    const auto m = model::load(tiny(weights));
-    const auto ids = tokens(m->hp().n_vocab);
-    backend::cpu_backend cpu(2, false, /*exact=*/true);
-    const auto ref = prefill(*m, cpu, ids, 64);
-    backend::cuda_options o;
-    o.quiet = true;
-    auto gpu = backend::make_cuda_backend(o);
-    cuda_tools::map_model_weights(*gpu, *m);
-    const auto got = prefill(*m, *gpu, ids, 64);
+    const auto cpu = load(tiny(weights), "cpu");
+    const auto gpu = load(tiny(weights), "cuda");
+    ASSERT_TRUE(cpu && gpu);
+    const auto ids = tokens(cpu->info().n_vocab);
+    const auto ref = prefill(*cpu, ids, 64);
+    const auto got = prefill(*gpu, ids, 64);
     ASSERT_EQ(got.size(), ref.size());
     const double e = nmse(got, ref);
-    std::printf("  tiny %s: CUDA vs CPU logits nmse %.3e over %lld positions\n", weights.c_str(), e,
-                static_cast<long long>(kTokens));
+    std::printf("  tiny %s: CUDA vs CPU logits nmse %.3e over %lld positions (%s)\n",
+                weights.c_str(), e, static_cast<long long>(kTokens), gpu->info().device.c_str());
     EXPECT_LE(e, 1e-5) << weights;
-    EXPECT_EQ(argmax_mismatches(got, ref, m->hp().n_vocab), 0) << weights;
+    EXPECT_EQ(argmax_mismatches(got, ref, cpu->info().n_vocab), 0) << weights;
 }
 
 TEST(CudaModel, TinyF32LogitsMatchCpu) {
@@ -117,61 +144,57 @@ TEST(CudaModel, TinyPublishedQuantsLogitsMatchCpu) {
 
 TEST(CudaModel, DecodeEqualsPrefillBitForBit) {
     MAGNETAR_REQUIRE_CUDA();
-    const auto m = model::load(tiny("published"));
-    const auto ids = tokens(m->hp().n_vocab);
-    backend::cuda_options o;
-    o.quiet = true;
-    auto gpu = backend::make_cuda_backend(o);
-    cuda_tools::map_model_weights(*gpu, *m);
-    const auto whole = prefill(*m, *gpu, ids, kTokens);
-    const auto chunked = prefill(*m, *gpu, ids, 37);
-    const auto dec = decode(*m, *gpu, ids);
+    const auto gpu = load(tiny("published"), "cuda");
+    ASSERT_TRUE(gpu);
+    const auto ids = tokens(gpu->info().n_vocab);
+    const auto whole = prefill(*gpu, ids, kTokens);
+    const auto chunked = prefill(*gpu, ids, 37);
+    const auto dec = decode(*gpu, ids);
+    // prefill() keeps every row; decode() the row of each step.
     EXPECT_EQ(count_diff(chunked, whole), 0u) << "chunked prefill vs prefill";
     EXPECT_EQ(count_diff(dec, whole), 0u) << "decode vs prefill";
 }
 
 TEST(CudaModel, DecodeAsOneGraphPerStepEqualsPrefill) {
     MAGNETAR_REQUIRE_CUDA();
-    const auto m = model::load(tiny("published"));
-    const auto ids = tokens(m->hp().n_vocab);
-    backend::cuda_options o;
-    o.quiet = true;
-    auto gpu = backend::make_cuda_backend(o);
-    cuda_tools::map_model_weights(*gpu, *m);
-    const auto whole = prefill(*m, *gpu, ids, kTokens);
-    const auto dec = decode(*m, *gpu, ids, /*graph_steps=*/true);
-    EXPECT_EQ(gpu->graph_steps(), static_cast<uint64_t>(kTokens));
+    const auto gpu = load(tiny("published"), "cuda");
+    ASSERT_TRUE(gpu);
+    const auto ids = tokens(gpu->info().n_vocab);
+    const auto whole = prefill(*gpu, ids, kTokens);
+    const Engine::graph_stats before = gpu->graph_step_stats();
+    const auto dec = decode(*gpu, ids, /*graph_steps=*/true);
+    const Engine::graph_stats g = gpu->graph_step_stats();
+    EXPECT_EQ(before.steps, 0u);
+    EXPECT_EQ(g.steps, static_cast<uint64_t>(kTokens));
     std::printf("  %llu graph steps: %llu replayed, %llu instantiations\n",
-                static_cast<unsigned long long>(gpu->graph_steps()),
-                static_cast<unsigned long long>(gpu->graph_replays()),
-                static_cast<unsigned long long>(gpu->graph_instantiations()));
+                static_cast<unsigned long long>(g.steps), static_cast<unsigned long long>(g.replays),
+                static_cast<unsigned long long>(g.instantiations));
     // The op sequence of a decode step changes only a few times (first token, the indexer
     // starting): almost every step replays the instantiated graph.
-    EXPECT_GE(gpu->graph_replays(), static_cast<uint64_t>(kTokens - 16));
+    EXPECT_GE(g.replays, static_cast<uint64_t>(kTokens - 16));
     EXPECT_EQ(count_diff(dec, whole), 0u) << "graph-step decode vs prefill";
 }
 
-TEST(CudaModel, SnapshotOfTheSmallStateRestoresAPosition) {
+TEST(CudaModel, CheckpointRestoresAPosition) {
     MAGNETAR_REQUIRE_CUDA();
-    const auto m = model::load(tiny("published"));
-    const auto ids = tokens(m->hp().n_vocab);
-    backend::cuda_options o;
-    o.quiet = true;
-    auto gpu = backend::make_cuda_backend(o);
-    cuda_tools::map_model_weights(*gpu, *m);
-    forward_runner run(*m, *gpu, kTokens, 64);
-    run.eval(ids.data(), 150, 0, false, false);
-    std::vector<float> snap;
-    run.cache().save_small(snap);
-    const auto a = run.eval(ids.data() + 150, 50, 150, true);
-    run.cache().load_small(snap);
-    const auto b = run.eval(ids.data() + 150, 50, 150, true);
+    const auto gpu = load(tiny("published"), "cuda");
+    ASSERT_TRUE(gpu);
+    const auto ids = tokens(gpu->info().n_vocab);
+    auto s = session(*gpu, 64, true, /*checkpoint_interval=*/50);
+    const std::span<const int32_t> all(ids);
+    ASSERT_TRUE(s->eval(all.subspan(0, 150)).ok());
+    ASSERT_TRUE(s->eval(all.subspan(150, 50)).ok());
+    const auto a = rows_of(*s);
+    ASSERT_TRUE(s->rewind(150).ok());
+    ASSERT_TRUE(s->eval(all.subspan(150, 50)).ok());
+    const auto b = rows_of(*s);
+    ASSERT_EQ(a.size(), static_cast<size_t>(50) * gpu->info().n_vocab);
     EXPECT_EQ(count_diff(b, a), 0u);
 }
 
 TEST(CudaModel, BackendWithoutDeviceReportsWhy) {
-    // Runs everywhere: on a machine without a GPU the factory must fail with a message, not
-    // crash; with a GPU it must succeed.
+    // Runs everywhere: on a machine without a GPU the factory and the engine must fail with a
+    // message, not crash; with a GPU they must succeed.
     std::string why;
     const bool ok = backend::cuda_device_available(&why);
     backend::cuda_options o;
@@ -186,6 +209,18 @@ TEST(CudaModel, BackendWithoutDeviceReportsWhy) {
         } catch (const Error& e) {
             EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
         }
+    }
+    engine_options eo;
+    eo.model_path = tiny("published");
+    eo.backend = "cuda";
+    eo.quiet = true;
+    std::unique_ptr<Engine> e;
+    const status st = Engine::load(eo, &e);
+    EXPECT_EQ(st.ok(), ok) << st.message();
+    if (!ok) {
+        EXPECT_NE(st.message().find("backend cuda: no CUDA device"), std::string::npos)
+            << st.message();
+        EXPECT_EQ(st.message().find('\n'), std::string::npos) << "one line: " << st.message();
     }
 }
 

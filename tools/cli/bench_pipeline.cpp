@@ -10,7 +10,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/common.h"
-#include "cli/pipeline_flags.h"
+#include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/format.h"
 #include "core/rng.h"
@@ -28,7 +28,7 @@ struct args {
     int64_t gen_tokens = 32;
     int reps = 3;
     int64_t chunk = 2048;
-    pipeline_flags pipeline;
+    engine_flags engine;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -45,7 +45,7 @@ int run(const args& a) {
     engine_options eo;
     eo.model_path = resolve_model_path(a.model);
     eo.n_threads = a.threads;
-    apply_pipeline_flags(a.pipeline, eo);
+    apply_engine_flags(a.engine, eo);
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
     const model_info& info = engine->info();
@@ -86,7 +86,7 @@ int run(const args& a) {
     }
     std::printf("prefill: %lld tokens, %.1f t/s (best of %d; chunks of %lld)\n",
                 static_cast<long long>(a.prompt_tokens), best_prefill, a.reps,
-                static_cast<long long>(info.n_stages > 1 ? std::min(a.chunk, a.pipeline.chunk)
+                static_cast<long long>(info.n_stages > 1 ? std::min(a.chunk, a.engine.chunk)
                                                            : a.chunk));
     std::printf("decode: %.2f t/s, %.2f ms/token (greedy, best of %d)\n", best_decode,
                 1000.0 / best_decode, a.reps);
@@ -124,7 +124,7 @@ action setup(CLI::App& sub) {
                                         "--pipeline-chunk when smaller)")
         ->capture_default_str();
     sub.add_option("--reps", a->reps, "Repetitions (the best is printed)")->capture_default_str();
-    add_pipeline_flags(sub, a->pipeline);
+    add_pipeline_flags(sub, a->engine);
     return [a]() { return run(*a); };
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/pipeline_flags.h"
+#include "cli/engine_flags.h"
 #include "cli/command.h"
 #include "cli/common.h"
 #include "cli/token_file.h"
@@ -66,7 +66,7 @@ struct args {
     int64_t ctx = 0;
     std::string load_payload;
     std::string save_payload;
-    pipeline_flags pipeline;
+    engine_flags engine;
 };
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
@@ -108,10 +108,10 @@ int run(const args& a) {
     eo.mtp_path = a.mtp_model;
     eo.n_threads = a.threads;
     eo.exact_matmul = true;  // the reference comparison path: float activations everywhere
-    apply_pipeline_flags(a.pipeline, eo);
+    apply_engine_flags(a.engine, eo);
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
-    report_pipeline(engine->info());
+    report_engine(engine->info());
     std::unique_ptr<Session> session;
     check(engine->create_session(so, &session));
     const size_t n_vocab = engine->info().n_vocab;
@@ -199,7 +199,7 @@ action setup(CLI::App& sub) {
                    "Session payload (protocol section 6.4.3) to load before the tokens");
     sub.add_option("--save-payload", a->save_payload,
                    "Write the session payload after the tokens to this file");
-    add_pipeline_flags(sub, a->pipeline);
+    add_engine_flags(sub, a->engine);
     sub.footer("All modes give the same logits. Dump names and file shapes: docs/reference.md.");
     return [a]() { return run(*a); };
 }

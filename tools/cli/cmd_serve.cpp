@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "cli/pipeline_flags.h"
+#include "cli/engine_flags.h"
 #include "cli/command.h"
 #include "cli/common.h"
 #include "magnetar/engine.h"
@@ -30,7 +30,7 @@ struct args {
     double max_body_mb = 64;
     double header_timeout_s = 10;
     double body_timeout_s = 60;
-    pipeline_flags pipeline;
+    engine_flags engine;
     CLI::Option* api_key_opt = nullptr;
 };
 
@@ -123,11 +123,11 @@ int serve(args& a) {
     engine_options eo;
     eo.model_path = resolve_model_path(a.model);
     eo.n_threads = a.threads;
-    apply_pipeline_flags(a.pipeline, eo);
+    apply_engine_flags(a.engine, eo);
     std::unique_ptr<Engine> engine;
     const status st = Engine::load(eo, &engine);
     if (!st.ok()) throw std::runtime_error(st.message());
-    report_pipeline(engine->info());
+    report_engine(engine->info());
 
     server::server srv(*engine, a.srv);
     if (!srv.start()) {
@@ -159,7 +159,7 @@ action setup(CLI::App& sub) {
     sub.add_option("-m,--model", a->model,
                    "Model GGUF (default: $MAGNETAR_MODEL or models/magnetar-tiny.gguf)");
     sub.add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
-    add_pipeline_flags(sub, a->pipeline);
+    add_engine_flags(sub, a->engine);
     sub.add_option("-c,--ctx", a->srv.n_ctx, "Context size of the live session (tokens)")
         ->capture_default_str();
     sub.add_option("-n,--tokens", a->srv.default_max_tokens,

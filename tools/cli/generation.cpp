@@ -28,7 +28,7 @@ void add_common_flags(CLI::App& sub, common_flags& f) {
                     ->capture_default_str()
                     ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
     sub.add_option("-t,--threads", f.threads, "Threads (default: one per physical core)");
-    add_pipeline_flags(sub, f.pipeline);
+    add_engine_flags(sub, f.engine);
     f.n_opt = sub.add_option("-n,--n-predict", f.n_predict,
                              "Most tokens to generate (also capped at the free context - 1)")
                   ->capture_default_str()
@@ -73,10 +73,10 @@ std::unique_ptr<Engine> load_engine(const common_flags& f, bool need_tokenizer) 
     engine_options eo;
     eo.model_path = resolve_model_path(f.model);
     eo.n_threads = f.threads;
-    apply_pipeline_flags(f.pipeline, eo);
+    apply_engine_flags(f.engine, eo);
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
-    report_pipeline(engine->info());
+    report_engine(engine->info());
     if (need_tokenizer && !engine->info().has_tokenizer) {
         throw std::runtime_error(eo.model_path + ": the model has no tokenizer (tokenizer.ggml.*)");
     }

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "magnetar/engine.h"
-#include "cli/pipeline_flags.h"
+#include "cli/engine_flags.h"
 #include "magnetar/sampler.h"
 #include "magnetar/session.h"
 #include "tokenizer/byte_level.h"
@@ -44,7 +44,7 @@ struct common_flags {
     CLI::Option* temp_opt = nullptr;
     CLI::Option* ctx_opt = nullptr;
     CLI::Option* n_opt = nullptr;
-    pipeline_flags pipeline;
+    engine_flags engine;
 };
 
 // -m, -c/--ctx, -t, -n, --temp, --top-k, --top-p, --min-p, --seed, --system (-sys),

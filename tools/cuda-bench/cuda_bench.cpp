@@ -1,31 +1,30 @@
 // magnetar_cuda_bench: prefill and decode speed of the CUDA backend on a model file (usually a
-// generated `flash-layers:N --weights published` model), next to the device's own
-// device-to-device copy bandwidth measured in the same run.
+// generated `flash-layers:N --weights published` model), through the engine and a session, next
+// to the device's own device-to-device copy bandwidth measured in the same run.
 //
-// Decode is timed per step with and without the output head, so the per-layer time and a
-// projection to the full 43-layer model follow from one model:
-//   layer = step_without_head / n_layer, head = step_with_head - step_without_head,
-//   projected t/s = 1e6 / (43 * layer + head).
 // The first half of the decode steps launches op by op, the second half runs each step as one
-// CUDA graph (cuda_backend::begin_graph_step); the per-layer time and the projection use the
-// graph steps.
-// Achieved bandwidth counts the weight bytes one decode step must read (every non-expert
-// tensor, n_expert_used / n_expert of the routed experts, one embedding row) over the step.
+// CUDA graph (eval_options::graph_steps). A decode step reads every non-expert tensor,
+// n_expert_used / n_expert of the routed experts and one embedding row; its time is split
+// between the layers and the layer-independent part (output head, HC collapse) by their shares
+// of those bytes, as `magnetar bench` does, which gives the per-layer time and a projection to
+// the full 43-layer model:
+//   layer = step * layer_bytes / step_bytes,   projected t/s = 1e6 / (43 * layer + fixed).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/format.h"
 #include "core/rng.h"
-#include "cuda-bench/forward_runner.h"
-#include "model/model.h"
+#include "gguf/gguf.h"
+#include "magnetar/engine.h"
 
 namespace {
 
@@ -105,101 +104,113 @@ double median(std::vector<double> v) {
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// Weight bytes one decode step reads.
-uint64_t decode_bytes(const model& m) {
-    const hparams& hp = m.hp();
-    uint64_t b = 0;
-    for (const auto& t : m.file().tensors()) {
-        if (t.name.find("_exps") != std::string::npos) {
-            b += t.n_bytes / hp.n_expert * hp.n_expert_used;
+// Weight bytes one decode step reads: in the layers, and outside them.
+struct step_bytes {
+    uint64_t layers = 0;
+    uint64_t fixed = 0;
+    uint64_t total() const { return layers + fixed; }
+};
+
+step_bytes decode_bytes(const gguf::reader& f) {
+    const gguf::value* used = f.find("deepseek4.expert_used_count");
+    if (!used) used = f.find("deepseek41.expert_used_count");
+    const uint64_t n_used = used ? used->u : 0;
+    step_bytes b;
+    for (const auto& t : f.tensors()) {
+        uint64_t n = t.n_bytes;
+        // Routed experts [D, F, E]: n_used of the E experts per token.
+        if (t.name.find("_exps") != std::string::npos && t.ne[2] > 0) {
+            n = n / static_cast<uint64_t>(t.ne[2]) * n_used;
         } else if (t.name == "token_embd.weight") {
-            b += t.n_bytes / static_cast<uint64_t>(t.ne[1]);
-        } else {
-            b += t.n_bytes;
+            n = n / static_cast<uint64_t>(t.ne[1]);
         }
+        (t.name.rfind("blk.", 0) == 0 ? b.layers : b.fixed) += n;
     }
     return b;
 }
 
+void check(const status& st) {
+    if (!st.ok()) throw Error(st.message());
+}
+
 int run(const args& a) {
-    std::string why;
-    if (!backend::cuda_device_available(&why)) {
-        std::fprintf(stderr, "no CUDA device: %s\n", why.c_str());
+    engine_options eo;
+    eo.model_path = a.model;
+    eo.backend = "cuda";
+    std::string device;
+    const status probe = Engine::probe_backend(eo, &device);
+    if (!probe.ok()) {
+        std::fprintf(stderr, "%s\n", probe.message().c_str());
         return 77;
     }
-    backend::cuda_options o;
-    auto be = backend::make_cuda_backend(o);
-    std::printf("device: %s\n", be->device_description().c_str());
+    std::printf("device: %s\n", device.c_str());
     if (a.probe) return 0;
-    const double copy_gbs = be->measure_copy_bandwidth(size_t{2} << 30);
+    std::unique_ptr<Engine> engine;
+    check(Engine::load(eo, &engine));
+    const model_info& info = engine->info();
+    double copy_gbs = 0.0;
+    check(engine->measure_copy_bandwidth(size_t{2} << 30, &copy_gbs));
 
-    const auto m = model::load(a.model);
-    const hparams& hp = m->hp();
-    auto t0 = clock_type::now();
-    const uint64_t mapped = cuda_tools::map_model_weights(*be, *m);
-    const double upload_s = seconds_since(t0);
+    const auto file = gguf::reader::open(a.model);
+    const step_bytes sb = decode_bytes(*file);
 
     const int64_t n_ctx = a.prefill + a.decode + 1;
-    cuda_tools::forward_runner run(*m, *be, n_ctx, std::min(a.chunk, a.prefill));
+    session_options so;
+    so.n_ctx = n_ctx;
+    so.chunk_size = std::min(a.chunk, a.prefill);
+    so.checkpoint_interval = 0;
+    std::unique_ptr<Session> session;
+    check(engine->create_session(so, &session));
     Rng rng(7);
     std::vector<int32_t> ids(static_cast<size_t>(n_ctx));
-    for (auto& v : ids) v = static_cast<int32_t>(rng.below(hp.n_vocab));
+    for (auto& v : ids) v = static_cast<int32_t>(rng.below(info.n_vocab));
 
-    // Prefill (the last chunk's last row gets logits, as a session does).
-    t0 = clock_type::now();
-    for (int64_t p = 0; p < a.prefill; p += a.chunk) {
-        const int64_t n = std::min(a.chunk, a.prefill - p);
-        run.eval(ids.data() + p, n, p, false, p + n == a.prefill);
-    }
+    auto t0 = clock_type::now();
+    check(session->eval(std::span<const int32_t>(ids.data(), static_cast<size_t>(a.prefill))));
     const double prefill_s = seconds_since(t0);
 
-    // Decode: steps with and without the head alternate so both see the same positions; the
-    // first half launches op by op, the second half runs each step as one CUDA graph.
-    struct decode_times {
-        std::vector<double> with_head, without_head;
-        double step_us() const { return median(with_head); }
-        double body_us() const { return median(without_head.empty() ? with_head : without_head); }
-    };
-    decode_times direct, graph;
-    int64_t pos = a.prefill;
+    // Decode: the first half launches op by op, the second half runs each step as one graph.
+    std::vector<double> direct_us, graph_us;
     for (int64_t i = 0; i < a.decode; ++i) {
-        const bool use_graph = i >= a.decode / 2;
-        const bool head = i % 2 == 0;
-        run.set_graph_steps(use_graph);
-        decode_times& d = use_graph ? graph : direct;
+        eval_options o;
+        o.graph_steps = i >= a.decode / 2;
+        const int64_t pos = session->n_past();
         t0 = clock_type::now();
-        run.eval(ids.data() + pos, 1, pos, false, head);
-        (head ? d.with_head : d.without_head).push_back(seconds_since(t0) * 1e6);
-        ++pos;
+        check(session->eval(std::span<const int32_t>(ids.data() + pos, 1), o));
+        (o.graph_steps ? graph_us : direct_us).push_back(seconds_since(t0) * 1e6);
     }
-    const decode_times& best = graph.with_head.empty() ? direct : graph;
-    const double step_us = best.step_us();
-    const double body_us = best.body_us();
-    const double layer_us = body_us / hp.n_layer;
-    const double head_us = std::max(0.0, step_us - body_us);
-    const double projected = 1e6 / (static_cast<double>(a.full_layers) * layer_us + head_us);
-    const uint64_t step_bytes = decode_bytes(*m);
-    const double hbm_gbs = static_cast<double>(step_bytes) / (step_us * 1e-6) / 1e9;
+    const double step_us = median(graph_us.empty() ? direct_us : graph_us);
+    const double layer_us = step_us * static_cast<double>(sb.layers) /
+                            static_cast<double>(sb.total()) / info.n_layer;
+    const double fixed_us = step_us * static_cast<double>(sb.fixed) / static_cast<double>(sb.total());
+    const double projected = 1e6 / (static_cast<double>(a.full_layers) * layer_us + fixed_us);
+    const double hbm_gbs = static_cast<double>(sb.total()) / (step_us * 1e-6) / 1e9;
+    const Engine::graph_stats gs = engine->graph_step_stats();
 
     std::printf("\n| metric | value |\n|---|---|\n");
-    std::printf("| model | %s (%u layers) |\n", hp.name.c_str(), hp.n_layer);
+    std::printf("| model | %s (%u layers) |\n", info.name.c_str(), info.n_layer);
     std::printf("| weights uploaded | %.2f GiB in %.1f s (%.1f GB/s) |\n",
-                static_cast<double>(mapped) / (1024.0 * 1024.0 * 1024.0), upload_s,
-                static_cast<double>(mapped) / upload_s / 1e9);
+                static_cast<double>(info.device_weight_bytes) / (1024.0 * 1024.0 * 1024.0),
+                info.weight_upload_seconds,
+                static_cast<double>(info.device_weight_bytes) / info.weight_upload_seconds / 1e9);
     std::printf("| device-to-device copy | %.0f GB/s |\n", copy_gbs);
     std::printf("| prefill %lld tokens (chunk %lld) | %.0f t/s |\n",
-                static_cast<long long>(a.prefill), static_cast<long long>(a.chunk),
+                static_cast<long long>(a.prefill), static_cast<long long>(so.chunk_size),
                 static_cast<double>(a.prefill) / prefill_s);
     std::printf("| decode step at ctx %lld, op by op | %.0f us |\n",
-                static_cast<long long>(a.prefill), direct.step_us());
+                static_cast<long long>(a.prefill), median(direct_us));
     std::printf("| decode step at ctx %lld, one CUDA graph | %.0f us |\n",
-                static_cast<long long>(a.prefill), graph.step_us());
-    std::printf("| decode per layer | %.0f us |\n", layer_us);
-    std::printf("| output head | %.0f us |\n", head_us);
+                static_cast<long long>(a.prefill), median(graph_us));
+    std::printf("| graph steps | %llu (%llu replayed, %llu instantiations) |\n",
+                static_cast<unsigned long long>(gs.steps),
+                static_cast<unsigned long long>(gs.replays),
+                static_cast<unsigned long long>(gs.instantiations));
+    std::printf("| decode per layer (byte share) | %.0f us |\n", layer_us);
+    std::printf("| layer-independent part | %.0f us |\n", fixed_us);
     std::printf("| projected %lld-layer decode | %.1f t/s |\n",
                 static_cast<long long>(a.full_layers), projected);
     std::printf("| weight bytes per decode step | %.2f GB |\n",
-                static_cast<double>(step_bytes) / 1e9);
+                static_cast<double>(sb.total()) / 1e9);
     std::printf("| achieved decode bandwidth | %.0f GB/s (%.1f %% of the copy) |\n", hbm_gbs,
                 100.0 * hbm_gbs / copy_gbs);
 
@@ -209,13 +220,14 @@ int run(const args& a) {
             "{\"device\": \"%s\", \"model\": \"%s\", \"n_layer\": %u, \"copy_gbs\": %.1f, "
             "\"upload_s\": %.2f, \"prefill_tokens\": %lld, \"prefill_tps\": %.1f, "
             "\"decode_step_direct_us\": %.1f, \"decode_step_us\": %.1f, "
-            "\"decode_layer_us\": %.1f, \"head_us\": %.1f, "
+            "\"decode_layer_us\": %.1f, \"fixed_us\": %.1f, "
             "\"projected_layers\": %lld, \"projected_tps\": %.2f, \"decode_bytes\": %llu, "
             "\"decode_gbs\": %.1f}\n",
-            be->device_description().c_str(), hp.name.c_str(), hp.n_layer, copy_gbs, upload_s,
-            static_cast<long long>(a.prefill), static_cast<double>(a.prefill) / prefill_s,
-            direct.step_us(), step_us, layer_us, head_us, static_cast<long long>(a.full_layers),
-            projected, static_cast<unsigned long long>(step_bytes), hbm_gbs);
+            info.device.c_str(), info.name.c_str(), info.n_layer, copy_gbs,
+            info.weight_upload_seconds, static_cast<long long>(a.prefill),
+            static_cast<double>(a.prefill) / prefill_s, median(direct_us), step_us, layer_us,
+            fixed_us, static_cast<long long>(a.full_layers), projected,
+            static_cast<unsigned long long>(sb.total()), hbm_gbs);
     }
     return 0;
 }

@@ -40,6 +40,12 @@ cpu_backend::cpu_backend(int n_threads, bool reference, bool exact)
 
 cpu_backend::~cpu_backend() = default;
 
+std::string cpu_backend::description() const {
+    return strfmt("cpu (%d thread%s, %s kernels, %s)", n_threads(), n_threads() == 1 ? "" : "s",
+                  reference_ ? "reference" : cpu::simd::level_name(cpu::simd::active_level()),
+                  exact_ || reference_ ? "float activations" : "int8 activations");
+}
+
 bool cpu_backend::supports(op_kind op) const {
     switch (op) {
         case op_kind::get_rows:

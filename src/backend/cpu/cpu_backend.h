@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -39,9 +40,10 @@ class cpu_backend : public backend {
     void* alloc_buffer(size_t bytes) override;
     void free_buffer(void* base) override;
     void reserve(const limits& l) override;
-    // Bytes reserve(l) would allocate (all threads), 0 when the scratch already covers l: for
-    // sizing a session before allocating it.
-    uint64_t reserve_bytes(const limits& l) const;
+    // All threads' scratch.
+    uint64_t reserve_bytes(const limits& l) const override;
+    // "cpu (2 threads, avx512, int8 activations)".
+    std::string description() const override;
     void upload(const tensor& dst, const void* src) override;
     void download(const tensor& src, void* dst) override;
     void synchronize() override {}

@@ -174,6 +174,39 @@ std::string cuda_backend::device_description() const {
                   static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
 }
 
+memory_info cuda_backend::memory() const {
+    memory_info m;
+    m.host = false;
+    size_t free_b = 0, total_b = 0;
+    MAGNETAR_CUDA_CHECK(cudaSetDevice(device_));
+    MAGNETAR_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    m.total = total_b;
+    m.available = free_b;
+    m.where = device_description();
+    return m;
+}
+
+void cuda_backend::place_weights(const std::vector<weight_region>& regions, bool quiet) {
+    uint64_t need = 0;
+    for (const weight_region& r : regions) need += r.bytes;
+    const memory_info mem = memory();
+    if (need > mem.available) {
+        throw Error(strfmt("cuda: the weights need %.2f GiB of device memory, %s has %.2f GiB free",
+                           static_cast<double>(need) / (1024.0 * 1024.0 * 1024.0),
+                           mem.where.c_str(),
+                           static_cast<double>(mem.available) / (1024.0 * 1024.0 * 1024.0)));
+    }
+    const bool was_quiet = quiet_;
+    quiet_ = quiet_ || quiet;
+    try {
+        for (const weight_region& r : regions) map_host_region(r.data, r.bytes, r.label);
+    } catch (...) {
+        quiet_ = was_quiet;
+        throw;
+    }
+    quiet_ = was_quiet;
+}
+
 bool cuda_backend::supports(op_kind op) const {
     // Every DeepSeek V4 op; the V4.1 ops are not implemented here yet and keep the interface's
     // throwing defaults.

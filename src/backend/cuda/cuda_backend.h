@@ -47,6 +47,12 @@ class cuda_backend final : public backend {
 
     // "NVIDIA H200 (sm_90, 139.8 GiB)".
     std::string device_description() const;
+    std::string description() const override { return device_description(); }
+    // Device memory: total and free (cudaMemGetInfo).
+    memory_info memory() const override;
+    // Maps every region with map_host_region().
+    void place_weights(const std::vector<weight_region>& regions, bool quiet) override;
+    uint64_t placed_weight_bytes() const override { return mapped_bytes_; }
 
     // ---- the weight upload table ----
     // Copies host bytes [host, host + bytes) to a new device buffer (in 64 MiB pieces, with a
@@ -68,14 +74,15 @@ class cuda_backend final : public backend {
     // and the graph is updated in place or re-instantiated. Inside a step, upload() stages its
     // bytes in pinned memory at once, download() delivers its bytes when graph_step() returns,
     // and synchronize() is a no-op. Results are bit-identical to launching op by op.
-    void graph_step(int64_t p0, const std::function<void()>& step);
-    uint64_t graph_steps() const { return graph_steps_; }
-    uint64_t graph_replays() const { return graph_replays_; }
-    uint64_t graph_instantiations() const { return graph_instantiations_; }
+    bool has_graph_steps() const override { return true; }
+    void graph_step(int64_t p0, const std::function<void()>& step) override;
+    graph_step_counts graph_counts() const override {
+        return {graph_steps_, graph_replays_, graph_instantiations_};
+    }
 
     // Device-to-device copy bandwidth in GB/s (read + write bytes / time) over a `bytes` buffer,
     // the roofline the benchmark compares itself with.
-    double measure_copy_bandwidth(size_t bytes);
+    double measure_copy_bandwidth(size_t bytes) override;
 
     const char* name() const override { return "cuda"; }
     bool supports(op_kind op) const override;
@@ -83,6 +90,8 @@ class cuda_backend final : public backend {
     void* alloc_buffer(size_t bytes) override;
     void free_buffer(void* base) override;
     void reserve(const limits& l) override;
+    // 0: the kernels' scratch grows inside the ops to what a chunk needs (a few MiB).
+    uint64_t reserve_bytes(const limits&) const override { return 0; }
     void upload(const tensor& dst, const void* src) override;
     void download(const tensor& src, void* dst) override;
     void synchronize() override;

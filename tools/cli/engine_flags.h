@@ -1,0 +1,34 @@
+// The flags that choose how a model runs, shared by the subcommands that load one: the compute
+// backend (--backend, --device; MAGNETAR_BACKEND sets the default) and, under mpirun, the
+// pipeline split (docs/distributed.md). In a single process the pipeline flags are accepted and
+// have no effect.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "magnetar/engine.h"
+
+namespace magnetar::cli {
+
+struct engine_flags {
+    std::string backend;  // empty: MAGNETAR_BACKEND, else "cpu"
+    int device = 0;
+    std::string layers = "auto";
+    bool f32 = false;
+    int64_t chunk = 64;
+};
+
+// --backend, --device.
+void add_backend_flags(CLI::App& sub, engine_flags& f);
+// --layers, --wire-f32, --pipeline-chunk.
+void add_pipeline_flags(CLI::App& sub, engine_flags& f);
+// Both.
+void add_engine_flags(CLI::App& sub, engine_flags& f);
+void apply_engine_flags(const engine_flags& f, engine_options& eo);
+// Prints the backend (when it is not the CPU) and the stage split (when pipelined) to stderr.
+void report_engine(const model_info& info);
+
+}  // namespace magnetar::cli
