@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "quant/types.h"
+#include "core/types.h"
 
 namespace magnetar {
 

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "quant/types.h"
+#include "core/types.h"
 
 namespace magnetar::gguf {
 

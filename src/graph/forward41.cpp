@@ -123,7 +123,7 @@ bool force_rows(const ctx41& c, const char* what, const tensor& sel) {
 
 // Row r of a weight (any float type) as floats, on the host (weights are memory-mapped).
 void cpu_dequant_row(const tensor& w, int64_t r, float* out) {
-    type_traits_of(w.type).to_float(w.row_ptr(r), out, w.ne[0]);
+    to_float_of(w.type)(w.row_ptr(r), out, w.ne[0]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model/hparams.h"
-#include "quant/types.h"
+#include "core/types.h"
 
 namespace magnetar {
 

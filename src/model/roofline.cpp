@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "quant/fp8fp4.h"
-#include "quant/types.h"
+#include "core/types.h"
 
 namespace magnetar {
 

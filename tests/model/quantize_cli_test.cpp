@@ -45,8 +45,8 @@ double rel_rms(const weight& a, const weight& b) {
     std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
     double num = 0, den = 0;
     for (int64_t r = 0; r < rows; ++r) {
-        type_traits_of(a.type).to_float(a.data + r * a.row_bytes(), x.data(), n);
-        type_traits_of(b.type).to_float(b.data + r * b.row_bytes(), y.data(), n);
+        to_float_of(a.type)(a.data + r * a.row_bytes(), x.data(), n);
+        to_float_of(b.type)(b.data + r * b.row_bytes(), y.data(), n);
         for (int64_t i = 0; i < n; ++i) {
             num += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
             den += double(y[i]) * y[i];

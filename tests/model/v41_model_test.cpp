@@ -152,9 +152,9 @@ std::vector<float> dequantize(const weight& w) {
     if (w.type == ggml_type::F32) {
         std::memcpy(out.data(), w.data, n * 4);
     } else {
-        const type_traits& tr = type_traits_of(w.type);
-        EXPECT_NE(tr.to_float, nullptr);
-        if (tr.to_float) tr.to_float(w.data, out.data(), static_cast<int64_t>(n));
+        const to_float_fn to_float = to_float_of(w.type);
+        EXPECT_NE(to_float, nullptr);
+        if (to_float) to_float(w.data, out.data(), static_cast<int64_t>(n));
     }
     return out;
 }

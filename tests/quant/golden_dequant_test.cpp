@@ -36,7 +36,7 @@ TEST_P(GoldenDequant, ReproducesGgmlBitForBit) {
     ASSERT_EQ(bin.size(), rb * kGoldenRows) << c.name << ".bin has an unexpected size";
     ASSERT_EQ(expected.size(), static_cast<size_t>(kGoldenRows * kGoldenCols));
 
-    const to_float_fn to_float = type_traits_of(c.type).to_float;
+    const to_float_fn to_float = to_float_of(c.type);
     ASSERT_NE(to_float, nullptr);
     std::vector<float> row(kGoldenCols);
     for (int64_t r = 0; r < kGoldenRows; ++r) {

@@ -139,10 +139,10 @@ TEST_P(GoldenDot, MatchesGgmlWithinSummationOrder) {
     ASSERT_EQ(want.size(), static_cast<size_t>(kGoldenRows));
 
     std::vector<float> a_deq(kGoldenCols), w_deq(kGoldenCols);
-    type_traits_of(at).to_float(act.data(), a_deq.data(), kGoldenCols);
+    to_float_of(at)(act.data(), a_deq.data(), kGoldenCols);
     for (int64_t r = 0; r < kGoldenRows; ++r) {
         const uint8_t* row = w.data() + r * rb;
-        type_traits_of(c.type).to_float(row, w_deq.data(), kGoldenCols);
+        to_float_of(c.type)(row, w_deq.data(), kGoldenCols);
         double abs_sum = 0.0;
         for (int64_t i = 0; i < kGoldenCols; ++i)
             abs_sum += std::fabs(static_cast<double>(w_deq[i]) * a_deq[i]);

@@ -58,7 +58,7 @@ TEST_P(QuantizeGolden, ErrorWithinTwoPercentOfGgml) {
     std::vector<float> ours(static_cast<size_t>(kGoldenCols));
     double sum_ours = 0, sum_ggml = 0;
     for (int64_t r = 0; r < kGoldenRows; ++r) {
-        type_traits_of(c.type).to_float(q.data() + r * rb, ours.data(), kGoldenCols);
+        to_float_of(c.type)(q.data() + r * rb, ours.data(), kGoldenCols);
         const float* x = input.data() + r * kGoldenCols;
         const double e_ours = row_error(x, ours.data(), qw, kGoldenCols);
         const double e_ggml = row_error(x, ggml.data() + r * kGoldenCols, qw, kGoldenCols);
@@ -121,7 +121,7 @@ TEST(Quantize, RandomRowsRoundTrip) {
              {static_cast<const float*>(nullptr), static_cast<const float*>(imat.data())}) {
             std::vector<uint8_t> q(row_bytes(k.t, n));
             quantize_rows(k.t, x.data(), q.data(), 1, n, qw);
-            type_traits_of(k.t).to_float(q.data(), y.data(), n);
+            to_float_of(k.t)(q.data(), y.data(), n);
             const double rel = std::sqrt(
                 row_error(x.data(), y.data(), nullptr, n) /
                 row_error(x.data(), std::vector<float>(static_cast<size_t>(n), 0.0f).data(),
@@ -134,7 +134,7 @@ TEST(Quantize, RandomRowsRoundTrip) {
     for (ggml_type t : {ggml_type::Q8_0, ggml_type::Q4_K, ggml_type::Q2_K, ggml_type::IQ2_XXS}) {
         std::vector<uint8_t> q(row_bytes(t, n));
         quantize_rows(t, zeros.data(), q.data(), 1, n, imat.data());
-        type_traits_of(t).to_float(q.data(), y.data(), n);
+        to_float_of(t)(q.data(), y.data(), n);
         for (float v : y) ASSERT_EQ(v, 0.0f) << type_traits_of(t).name;
     }
 }

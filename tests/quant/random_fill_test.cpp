@@ -57,7 +57,7 @@ TEST_P(RandomFill, DequantizedStatistics) {
         std::vector<float> row(kCols);
         double total = 0.0, total_sq = 0.0;
         for (int64_t r = 0; r < kRows; ++r) {
-            type_traits_of(t).to_float(bytes.data() + r * rb, row.data(), kCols);
+            to_float_of(t)(bytes.data() + r * rb, row.data(), kCols);
             double sum = 0.0, sum_sq = 0.0;
             for (float v : row) {
                 ASSERT_TRUE(std::isfinite(v)) << "row " << r;
@@ -128,7 +128,7 @@ TEST(RandomFillZero, ZeroRms) {
                         ggml_type::Q2_K, ggml_type::Q4_K, ggml_type::IQ2_XXS}) {
         const auto bytes = fill_matrix(t, 3, 0.0f);
         std::vector<float> row(kCols);
-        type_traits_of(t).to_float(bytes.data(), row.data(), kCols);
+        to_float_of(t)(bytes.data(), row.data(), kCols);
         for (float v : row) ASSERT_EQ(v, 0.0f) << type_traits_of(t).name;
     }
 }

@@ -150,7 +150,7 @@ TEST(SimdF32Act, ScalarTwinIsDequantPlusCanonicalDot) {
         simd::matmul_at(isa_level::scalar, t)(w.w, a.x, y.y, 0, 5, nullptr);
         std::vector<float> row(static_cast<size_t>(n_in));
         for (int64_t r = 0; r < 5; ++r) {
-            type_traits_of(t).to_float(w.w.row_ptr(r), row.data(), n_in);
+            to_float_of(t)(w.w.row_ptr(r), row.data(), n_in);
             for (int64_t k = 0; k < 3; ++k) {
                 double ref = 0.0, mag = 0.0;
                 for (int64_t i = 0; i < n_in; ++i) {
@@ -390,8 +390,8 @@ TEST(SimdQ8Act, GoldenActivationsAreGgmlBytes) {
 // |dot| tolerance of the README: 1e-5 of the row's sum of absolute products.
 double abs_sum(ggml_type wt, const void* w, const void* act, int64_t n) {
     std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
-    type_traits_of(wt).to_float(w, a.data(), n);
-    type_traits_of(dot_partner_type(wt)).to_float(act, b.data(), n);
+    to_float_of(wt)(w, a.data(), n);
+    to_float_of(dot_partner_type(wt))(act, b.data(), n);
     double s = 0.0;
     for (int64_t i = 0; i < n; ++i) s += std::fabs(static_cast<double>(a[i]) * b[i]);
     return s;

@@ -47,7 +47,7 @@ TEST(TypeTraits, MatchGgml) {
         EXPECT_EQ(tr->is_quantized, g.block_elems > 1);
         EXPECT_EQ(tr->is_float, g.type == ggml_type::F32 || g.type == ggml_type::F16 ||
                                     g.type == ggml_type::BF16);
-        EXPECT_EQ(tr->to_float == nullptr, g.type == ggml_type::I32);
+        EXPECT_EQ(to_float_of(g.type) == nullptr, g.type == ggml_type::I32);
     }
 }
 
@@ -76,7 +76,7 @@ TEST(TypeTraits, Mxfp4Dequant) {
         block[1 + j] = static_cast<uint8_t>(lo | (hi << 4));
     }
     float out[32];
-    tr->to_float(block, out, 32);
+    to_float_of(tr->type)(block, out, 32);
     for (int j = 0; j < 16; ++j) {
         const float want_lo = (j & 8 ? -1.0f : 1.0f) * e2m1[j & 7];
         const float want_hi = ((15 - j) & 8 ? -1.0f : 1.0f) * e2m1[(15 - j) & 7];
@@ -84,7 +84,7 @@ TEST(TypeTraits, Mxfp4Dequant) {
         EXPECT_EQ(out[j + 16], want_hi) << j;
     }
     block[0] = 130;  // scale 8
-    tr->to_float(block, out, 32);
+    to_float_of(tr->type)(block, out, 32);
     EXPECT_EQ(out[7], 48.0f);
     EXPECT_EQ(type_bytes(ggml_type::MXFP4, 2304), 2304u / 32u * 17u);
     ASSERT_NE(find_type_traits(24), nullptr);  // I8
@@ -136,6 +136,21 @@ TEST(TypeTraits, FromName) {
     EXPECT_EQ(type_from_name("q8_0 "), std::nullopt);
     EXPECT_EQ(type_from_name("iq2_xs"), std::nullopt);
     EXPECT_EQ(type_from_name("f32x"), std::nullopt);
+}
+
+TEST(TypeTraits, EveryTypeHasItsScalarKernelRow) {
+    // core's table (ids, layouts) and quant's (reference kernels) must list the same types.
+    int n = 0;
+    for (uint32_t id = 0; id < 256; ++id) {
+        const type_traits* tr = find_type_traits(id);
+        if (!tr) continue;
+        ++n;
+        SCOPED_TRACE(tr->name);
+        EXPECT_TRUE(has_scalar_kernels(tr->type));
+        // Numeric types dequantize; raw byte and index types have nothing to dequantize.
+        EXPECT_EQ(to_float_of(tr->type) != nullptr, tr->is_float || tr->is_quantized);
+    }
+    EXPECT_EQ(n, 11);
 }
 
 }  // namespace

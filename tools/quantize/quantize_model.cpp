@@ -133,7 +133,7 @@ file_plan plan_file(const options& o) {
                                    t.name.c_str(), static_cast<long long>(t.ne[0]),
                                    type_traits_of(e.to).name, type_traits_of(e.to).block_elems));
             }
-            if (!type_traits_of(e.from).to_float) {
+            if (!to_float_of(e.from)) {
                 throw Error(strfmt("%s: cannot convert from %s", t.name.c_str(),
                                    type_traits_of(e.from).name));
             }
@@ -208,7 +208,7 @@ void convert_tensor(const gguf::reader& in, const gguf::tensor_info& t, const pl
     const int64_t n_mat = n_rows / rows_per_mat;
     const size_t in_rb = row_bytes(e.from, n_per_row);
     const size_t out_rb = row_bytes(e.to, n_per_row);
-    const to_float_fn to_float = type_traits_of(e.from).to_float;
+    const to_float_fn to_float = to_float_of(e.from);
     const std::vector<const float*> qw =
         quantize_uses_imatrix(e.to)
             ? importance(im, e, n_per_row, n_mat, quiet)

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "quant/fp16.h"
+#include "quant/types.h"
 
 namespace magnetar::cpu {
 
@@ -196,7 +197,7 @@ void dequant_row(const tensor& w, int64_t r, float* dst) {
         std::memcpy(dst, src, static_cast<size_t>(w.ne[0]) * 4);
         return;
     }
-    type_traits_of(w.type).to_float(src, dst, w.ne[0]);
+    to_float_of(w.type)(src, dst, w.ne[0]);
 }
 
 tensor expert_view(const tensor& w, int64_t e) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "backend/cpu/kernels.h"
+#include "quant/types.h"
 
 namespace magnetar::cpu {
 
@@ -42,7 +43,7 @@ void matmul_dequant(const tensor& w, const tensor& x, const tensor& y, int64_t r
                     float* scratch) {
     const int64_t n_in = w.ne[0];
     const int64_t rb = rows_per_block(n_in);
-    const to_float_fn to_float = type_traits_of(w.type).to_float;
+    const to_float_fn to_float = to_float_of(w.type);
     for (int64_t b = r0; b < r1; b += rb) {
         const int64_t nr = std::min(rb, r1 - b);
         for (int64_t r = 0; r < nr; ++r) to_float(w.row_ptr(b + r), scratch + r * n_in, n_in);

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/kernels.h"
+#include "backend/cpu/simd/dot_f32.h"
 #include "backend/cpu/simd/simd_internal.h"
 #include "quant/dot_ref.h"
 #include "quant/quantize_act.h"
@@ -39,7 +39,7 @@ float canonical_dot(const float* w, const float* x, int64_t n) {
 void rows_twin(const tensor& w, const float* const* x, float* const* y, int64_t n_tok, int64_t r0,
                int64_t r1) {
     const int64_t n_in = w.ne[0];
-    const to_float_fn to_float = type_traits_of(w.type).to_float;
+    const to_float_fn to_float = to_float_of(w.type);
     thread_local std::vector<float> row;
     row.resize(static_cast<size_t>(n_in));
     for (int64_t o = r0; o < r1; ++o) {
