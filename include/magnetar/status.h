@@ -1,7 +1,8 @@
 // Result of a public API call: a code and, when not ok, a message that names the culprit.
 //
 // The library throws magnetar::Error on cold paths internally; the public boundary (engine,
-// session) converts those into a status, so front ends never see exceptions.
+// session) converts those into a status, so front ends never see exceptions. The type is
+// [[nodiscard]]: a call whose status is dropped does not compile (with -Werror).
 #pragma once
 
 #include <string>
@@ -20,7 +21,7 @@ enum class status_code {
     internal,
 };
 
-class status {
+class [[nodiscard]] status {
   public:
     status() = default;
     status(status_code code, std::string message) : code_(code), message_(std::move(message)) {}

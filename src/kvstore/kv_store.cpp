@@ -323,7 +323,8 @@ bool store::load_longest_prefix(std::string_view text, Session& session, hit* ou
         }
         h.path = fi->path;
         h.tokens = fi->header.tokens;
-        touch_file(fi->path);
+        // The access time only orders eviction: a file it cannot be set on is still used.
+        if (const status t = touch_file(fi->path); !t.ok()) log("kv store: " + t.message());
         file_info updated;
         if (inspect_file(fi->path, &updated).ok()) index_[fi->path] = updated;
         if (out) *out = std::move(h);

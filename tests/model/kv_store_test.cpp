@@ -296,7 +296,7 @@ TEST(KvFile, KilledWritersNeverLeaveACorruptEntry) {
                 write_request req;
                 const std::string key = key_for(300);
                 req.key_text = key;
-                write_file(e.dir, *s, e.id, req);
+                ASSERT_TRUE(write_file(e.dir, *s, e.id, req).ok());
             }
         }
         ::usleep(std::uniform_int_distribution<int>(1000, 60000)(rng));

@@ -106,7 +106,7 @@ int cmd_ls(const std::string& dir, const std::string& model) {
             continue;
         }
         std::string text;
-        kvstore::read_key_text(p, &text);
+        if (const status kt = kvstore::read_key_text(p, &text); !kt.ok()) text = "(" + kt.message() + ")";
         total += fi.file_size;
         std::string fp = strfmt("%016llx", static_cast<unsigned long long>(fi.fingerprint));
         if (!model.empty() && fi.fingerprint != id.fingerprint) {
@@ -131,7 +131,7 @@ int cmd_show(const std::string& dir, const std::string& what, bool full) {
     status st = kvstore::inspect_file(p, &fi);
     if (!st.ok()) throw Error(st.message());
     std::string text;
-    kvstore::read_key_text(p, &text);
+    if (const status kt = kvstore::read_key_text(p, &text); !kt.ok()) text = "(" + kt.message() + ")";
     const kvstore::kv_header& h = fi.header;
     std::printf("file:         %s\n", p.c_str());
     std::printf("version:      %u\n", h.version);
