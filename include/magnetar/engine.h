@@ -31,7 +31,7 @@ struct engine_options {
     std::string backend = "cpu";
     int device = 0;      // GPU ordinal of a device backend
     bool quiet = false;  // no progress bar while weights are copied to a device
-    int n_threads = 0;  // CPU backend threads; 0: one per physical core
+    int n_threads = 0;   // CPU backend threads; 0: one per physical core
     // Every matrix product through the scalar reference twin (dequantize a row, sum in
     // order) instead of the SIMD kernels: slow, for diagnostics (`magnetar compare-reference`).
     bool reference_kernels = false;
@@ -43,8 +43,8 @@ struct engine_options {
     // rank 0 of a job of several ranks (`mpirun -np N magnetar ...`); ignored otherwise.
     // layers: "auto" (balance weight bytes) or one range / count per rank ("0:3,3:8", "3,5").
     std::string pipeline_layers = "auto";
-    bool pipeline_f32 = false;     // HC state between stages as F32 (default BF16)
-    int64_t pipeline_chunk = 64;   // tokens per pipelined prefill chunk
+    bool pipeline_f32 = false;    // HC state between stages as F32 (default BF16)
+    int64_t pipeline_chunk = 64;  // tokens per pipelined prefill chunk
 };
 
 // Ids of the control tokens front ends use (-1 when the model has no tokenizer).

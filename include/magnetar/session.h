@@ -86,8 +86,8 @@ struct eval_options {
 
 // What sync() did.
 struct sync_result {
-    int64_t reused = 0;           // tokens of the new list that were not evaluated again
-    int64_t evaluated = 0;        // tokens evaluated by this call
+    int64_t reused = 0;            // tokens of the new list that were not evaluated again
+    int64_t evaluated = 0;         // tokens evaluated by this call
     bool from_checkpoint = false;  // the timeline went back to an in-memory checkpoint first
 };
 
@@ -162,9 +162,9 @@ class Session {
     int32_t sample(sampler& s, const sampling_params& params) const;
 
     // With mtp_logits (DeepSeek V4 models with an MTP block; V4.1 models have DSpark instead,
-    // which sessions do not expose): draft rows computed by the last eval(). Row j is the draft for the token
-    // at position mtp_first_pos() + j + 2, from the main state at mtp_first_pos() + j and the
-    // embedding of the token after it (spec §12.4).
+    // which sessions do not expose): draft rows computed by the last eval(). Row j is the draft for
+    // the token at position mtp_first_pos() + j + 2, from the main state at mtp_first_pos() + j and
+    // the embedding of the token after it (spec §12.4).
     int64_t mtp_first_pos() const;
     int64_t n_mtp_rows() const;
     std::span<const float> mtp_logits_at(int64_t j) const;

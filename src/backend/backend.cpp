@@ -117,23 +117,25 @@ namespace {
 
 }  // namespace
 
-void backend::round_bf16(const tensor&) { unsupported(*this, op_kind::round_bf16); }
+void backend::round_bf16(const tensor&) {
+    unsupported(*this, op_kind::round_bf16);
+}
 void backend::qdq_rows(const tensor&, qdq_format, const tensor&) {
     unsupported(*this, op_kind::qdq_rows);
 }
 void backend::rope41(const tensor&, uint32_t, const rope41_params&, int64_t, int64_t, bool) {
     unsupported(*this, op_kind::rope41);
 }
-void backend::hc41_pre(const hc_params&, const tensor&, const tensor&, const tensor&,
+void backend::hc41_pre(const hc_params&, const tensor&, const tensor&, const tensor&, const tensor&,
                        const tensor&, const tensor&, const tensor&, const tensor&, const tensor&,
-                       const tensor&, const tensor&) {
+                       const tensor&) {
     unsupported(*this, op_kind::hc41_pre);
 }
 void backend::hc41_collapse(const hc_params&, const tensor&, const tensor&, const tensor&) {
     unsupported(*this, op_kind::hc41_collapse);
 }
-void backend::compressor41(const compressor41_params&, const tensor&, const tensor&,
-                           const tensor&, const tensor&, const tensor&) {
+void backend::compressor41(const compressor41_params&, const tensor&, const tensor&, const tensor&,
+                           const tensor&, const tensor&) {
     unsupported(*this, op_kind::compressor41);
 }
 void backend::indexer41(const indexer41_params&, const tensor&, const tensor&, const tensor&,

@@ -129,9 +129,9 @@ struct router_params {
 
 // Run-time QDQ formats (v41 §4.5) and their canonical packed rows (§5.4).
 enum class qdq_format {
-    fp8_b32,     // E4M3 with a UE8M0 scale per 32: activations, window rows
-    fp4_e4m3_b16,// E2M1 with an E4M3 scale per 16: main compressed KV rows
-    mxfp4_b32,   // E2M1 with a UE8M0 scale per 32: index queries and keys
+    fp8_b32,       // E4M3 with a UE8M0 scale per 32: activations, window rows
+    fp4_e4m3_b16,  // E2M1 with an E4M3 scale per 16: main compressed KV rows
+    mxfp4_b32,     // E2M1 with a UE8M0 scale per 32: index queries and keys
 };
 
 // RoPE of V4.1 (§3.3): inv_freq by the spec's fp32 recipe (YaRN when yarn_orig_ctx > 0), angle
@@ -155,9 +155,9 @@ struct compressor41_params {
 struct indexer41_params {
     int64_t p0 = 0;
     uint32_t ratio = 1;
-    uint32_t n_head = 0;    // HI
-    uint32_t head_dim = 0;  // DI
-    uint32_t top_k = 0;     // K: sel has K columns
+    uint32_t n_head = 0;           // HI
+    uint32_t head_dim = 0;         // DI
+    uint32_t top_k = 0;            // K: sel has K columns
     float weight_scale = 1.0f;     // head weights become bf16(w * scale) (DI^-1/2 HI^-1/2)
     uint32_t cand_blocks = 0;      // NB (candidate source / Reindex only)
     uint32_t cand_block_size = 0;  // B

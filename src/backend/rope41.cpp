@@ -31,8 +31,8 @@ yarn_range yarn_correction_range(int n_rot, double theta, const yarn_params& yar
     const double two_pi = 2.0 * 3.14159265358979323846;
     const double ln_theta = std::log(theta);
     auto cd = [&](double beta) {
-        return static_cast<double>(n_rot) * std::log(static_cast<double>(yarn.orig_ctx) / (beta * two_pi)) /
-               (2.0 * ln_theta);
+        return static_cast<double>(n_rot) *
+               std::log(static_cast<double>(yarn.orig_ctx) / (beta * two_pi)) / (2.0 * ln_theta);
     };
     yarn_range r;
     r.lo = std::max(std::floor(cd(yarn.beta_fast)), 0.0);

@@ -14,8 +14,8 @@ namespace magnetar::rope41 {
 
 // YaRN parameters (rope.scaling.*). orig_ctx == 0 means no YaRN. There is no mscale term.
 struct yarn_params {
-    uint64_t orig_ctx = 0;   // original_seq_len
-    float factor = 1.0f;     // rope_factor
+    uint64_t orig_ctx = 0;  // original_seq_len
+    float factor = 1.0f;    // rope_factor
     float beta_fast = 32.0f;
     float beta_slow = 1.0f;
 };

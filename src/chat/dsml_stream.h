@@ -98,8 +98,8 @@ class dsml_stream {
     bool fail(std::string msg, std::vector<stream_event>* out);
     enum class tag_read { need_more, failed, ok };
     tag_read read_open_tag(std::string_view open, const char* what,
-                           std::vector<std::pair<std::string, std::string>>* attrs,
-                           size_t* gt, std::vector<stream_event>* out);
+                           std::vector<std::pair<std::string, std::string>>* attrs, size_t* gt,
+                           std::vector<stream_event>* out);
     std::string fresh_id();
 
     stream_options options_;

@@ -27,8 +27,10 @@ void random_bytes(uint8_t* out, size_t n) {
     if (fd >= 0) {
         while (got < n) {
             const ssize_t r = read(fd, out + got, n - got);
-            if (r > 0) got += static_cast<size_t>(r);
-            else if (!(r < 0 && errno == EINTR)) break;
+            if (r > 0)
+                got += static_cast<size_t>(r);
+            else if (!(r < 0 && errno == EINTR))
+                break;
         }
         close(fd);
     }

@@ -15,9 +15,10 @@ size_t checked_tensor_bytes(ggml_type type, int64_t ne0, int64_t ne1, int64_t ne
     if (ne0 < 0 || ne1 < 0 || ne2 < 0 || ne3 < 0 || __builtin_mul_overflow(ne1, ne2, &rows) ||
         __builtin_mul_overflow(rows, ne3, &rows) ||
         __builtin_mul_overflow(row_bytes(type, ne0), static_cast<size_t>(rows), &bytes)) {
-        throw Error(strfmt("scratch arena: a tensor of %lld x %lld x %lld x %lld elements does not fit in memory",
-                           static_cast<long long>(ne0), static_cast<long long>(ne1), static_cast<long long>(ne2),
-                           static_cast<long long>(ne3)));
+        throw Error(strfmt(
+            "scratch arena: a tensor of %lld x %lld x %lld x %lld elements does not fit in memory",
+            static_cast<long long>(ne0), static_cast<long long>(ne1), static_cast<long long>(ne2),
+            static_cast<long long>(ne3)));
     }
     return bytes;
 }
@@ -28,7 +29,8 @@ tensor arena::alloc(ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64
     if (measuring_) {
         const size_t bytes = checked_tensor_bytes(type, ne0, ne1, ne2, ne3);
         size_t end = 0;
-        if (used_ > SIZE_MAX - kAlign || __builtin_add_overflow((used_ + kAlign - 1) / kAlign * kAlign, bytes, &end)) {
+        if (used_ > SIZE_MAX - kAlign ||
+            __builtin_add_overflow((used_ + kAlign - 1) / kAlign * kAlign, bytes, &end)) {
             throw Error("scratch arena: the measured size overflows");
         }
         used_ = end;

@@ -13,7 +13,7 @@ namespace magnetar {
 // Thrown on cold paths. The message names the culprit (file, key, tensor, offset) and says
 // what was expected versus what was found.
 class Error : public std::runtime_error {
-public:
+  public:
     explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
@@ -23,7 +23,7 @@ public:
 
 // Internal invariant: aborts with the expression, location and a hint. Never used for
 // conditions that bad input can trigger.
-#define MAGNETAR_ASSERT(expr, hint)                                        \
-    do {                                                                   \
+#define MAGNETAR_ASSERT(expr, hint)                                            \
+    do {                                                                       \
         if (!(expr)) ::magnetar::assert_fail(#expr, __FILE__, __LINE__, hint); \
     } while (0)

@@ -13,18 +13,24 @@ namespace {
 
 std::string amount(uint64_t n, Progress::Unit unit) {
     switch (unit) {
-        case Progress::Unit::bytes: return human_bytes(n);
-        case Progress::Unit::items: return human_count(n);
-        case Progress::Unit::tokens: return human_count(n) + " tok";
+        case Progress::Unit::bytes:
+            return human_bytes(n);
+        case Progress::Unit::items:
+            return human_count(n);
+        case Progress::Unit::tokens:
+            return human_count(n) + " tok";
     }
     return {};
 }
 
 std::string rate(double per_s, Progress::Unit unit) {
     switch (unit) {
-        case Progress::Unit::bytes: return human_bytes(static_cast<uint64_t>(per_s)) + "/s";
-        case Progress::Unit::items: return strfmt("%.1f/s", per_s);
-        case Progress::Unit::tokens: return strfmt("%.1f tok/s", per_s);
+        case Progress::Unit::bytes:
+            return human_bytes(static_cast<uint64_t>(per_s)) + "/s";
+        case Progress::Unit::items:
+            return strfmt("%.1f/s", per_s);
+        case Progress::Unit::tokens:
+            return strfmt("%.1f tok/s", per_s);
     }
     return {};
 }
@@ -46,7 +52,9 @@ Progress::Progress(std::string label, uint64_t total, Unit unit, bool quiet)
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
-Progress::~Progress() { finish(); }
+Progress::~Progress() {
+    finish();
+}
 
 void Progress::update(uint64_t done) {
     done_ = done;

@@ -12,7 +12,7 @@
 namespace magnetar {
 
 class Progress {
-public:
+  public:
     enum class Unit { bytes, items, tokens };
 
     // total == 0 means unknown. quiet == true suppresses all output.
@@ -24,7 +24,7 @@ public:
     // Prints the final line (once); called by the destructor if not called before.
     void finish();
 
-private:
+  private:
     void draw(bool final_line);
 
     std::string label_;

@@ -10,14 +10,16 @@
 namespace magnetar {
 
 class Rng {
-public:
+  public:
     explicit Rng(uint64_t seed) {
         uint64_t x = seed;
         for (auto& w : s_) w = splitmix64(x);
     }
 
     // Derive an independent stream from this seed and a 64-bit tag (e.g. a name hash).
-    static Rng derive(uint64_t seed, uint64_t tag) { return Rng(seed ^ (tag * 0x9E3779B97F4A7C15ull)); }
+    static Rng derive(uint64_t seed, uint64_t tag) {
+        return Rng(seed ^ (tag * 0x9E3779B97F4A7C15ull));
+    }
 
     uint64_t next_u64() {
         const uint64_t result = rotl(s_[1] * 5, 7) * 9;
@@ -47,8 +49,9 @@ public:
     // free of outliers. All operations are exact in float.
     float normal() {
         const uint64_t u = next_u64();
-        const uint32_t sum = static_cast<uint32_t>(u & 0xFFFF) + static_cast<uint32_t>((u >> 16) & 0xFFFF) +
-                             static_cast<uint32_t>((u >> 32) & 0xFFFF) + static_cast<uint32_t>(u >> 48);
+        const uint32_t sum =
+            static_cast<uint32_t>(u & 0xFFFF) + static_cast<uint32_t>((u >> 16) & 0xFFFF) +
+            static_cast<uint32_t>((u >> 32) & 0xFFFF) + static_cast<uint32_t>(u >> 48);
         // sum / 65536 - 2 lies in [-2, 2) with variance ~4/12; scale to unit variance.
         const float s = static_cast<float>(static_cast<int32_t>(sum) - 131072) * (1.0f / 65536.0f);
         return s * 1.7320508f;
@@ -61,7 +64,7 @@ public:
         return z ^ (z >> 31);
     }
 
-private:
+  private:
     static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
     uint64_t s_[4];
 };

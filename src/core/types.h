@@ -23,23 +23,23 @@ enum class ggml_type : uint32_t {
     Q4_K = 12,
     Q8_K = 15,  // activation partner of the K / IQ quants; never stored in model files
     IQ2_XXS = 16,
-    I8 = 24,      // raw bytes (the V4.1 Engram row264 tables)
+    I8 = 24,  // raw bytes (the V4.1 Engram row264 tables)
     I32 = 26,
     BF16 = 30,
-    MXFP4 = 39,   // OCP MX FP4: E2M1 codes with one E8M0 exponent per 32 (V4.1 routed experts)
+    MXFP4 = 39,  // OCP MX FP4: E2M1 codes with one E8M0 exponent per 32 (V4.1 routed experts)
 };
 
-constexpr int QK8_0 = 32;  // elements per Q8_0 block
-constexpr int QK_K = 256;  // elements per K-quant / IQ super-block
+constexpr int QK8_0 = 32;     // elements per Q8_0 block
+constexpr int QK_K = 256;     // elements per K-quant / IQ super-block
 constexpr int QK_MXFP4 = 32;  // elements per MXFP4 block
 
 struct type_traits {
     ggml_type type;
-    const char* name;       // GGML's name: "f32", "q8_0", "iq2_xxs", ...
-    uint32_t block_elems;   // elements per block (1 for plain types)
-    uint32_t block_bytes;   // bytes per block
-    bool is_quantized;      // true for block-quantized types
-    bool is_float;          // F32 / F16 / BF16
+    const char* name;      // GGML's name: "f32", "q8_0", "iq2_xxs", ...
+    uint32_t block_elems;  // elements per block (1 for plain types)
+    uint32_t block_bytes;  // bytes per block
+    bool is_quantized;     // true for block-quantized types
+    bool is_float;         // F32 / F16 / BF16
 };
 
 // Traits of a type id as read from a file; nullptr for ids this project does not support.

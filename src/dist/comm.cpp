@@ -109,8 +109,7 @@ bool poll(MPI_Request* req, MPI_Status* st, double timeout_s, int peer) {
             throw Error(strfmt("pipeline: communication with rank %d failed: %s", peer,
                                mpi_error(rc).c_str()));
         if (done) return true;
-        if (timeout_s > 0 &&
-            std::chrono::duration<double>(clock::now() - t0).count() > timeout_s) {
+        if (timeout_s > 0 && std::chrono::duration<double>(clock::now() - t0).count() > timeout_s) {
             MPI_Cancel(req);
             MPI_Request_free(req);
             return false;
@@ -154,8 +153,7 @@ void abort_job(int code) {
 void send(int dest, int tag, const void* data, size_t n) {
     const int rc = MPI_Send(data, checked_count(n), MPI_BYTE, dest, tag, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS)
-        throw Error(
-            strfmt("pipeline: send to rank %d failed: %s", dest, mpi_error(rc).c_str()));
+        throw Error(strfmt("pipeline: send to rank %d failed: %s", dest, mpi_error(rc).c_str()));
     g_sent += n;
     ++g_messages;
 }
@@ -183,11 +181,9 @@ static_assert(sizeof(MPI_Request) <= 64, "MPI_Request does not fit async_send");
 void async_send::start(int dest, int tag, const void* data, size_t n) {
     MAGNETAR_ASSERT(!busy_, "async_send: previous send not finished");
     auto* req = reinterpret_cast<MPI_Request*>(request_);
-    const int rc =
-        MPI_Isend(data, checked_count(n), MPI_BYTE, dest, tag, MPI_COMM_WORLD, req);
+    const int rc = MPI_Isend(data, checked_count(n), MPI_BYTE, dest, tag, MPI_COMM_WORLD, req);
     if (rc != MPI_SUCCESS)
-        throw Error(
-            strfmt("pipeline: send to rank %d failed: %s", dest, mpi_error(rc).c_str()));
+        throw Error(strfmt("pipeline: send to rank %d failed: %s", dest, mpi_error(rc).c_str()));
     busy_ = true;
     dest_ = dest;
     g_sent += n;

@@ -15,8 +15,10 @@ pipeline::pipeline(const model& m, const pipeline_options& o)
     const hparams& hp = m.hp();
     if (hp.is_v41()) {
         // The stages run graph::forward over kv::cache; the V4.1 graph has no stage split yet.
-        throw Error(strfmt("pipeline: DeepSeek V4.1 (%s) models do not run pipelined across MPI "
-                           "ranks yet; run them in a single process", hp.arch.c_str()));
+        throw Error(
+            strfmt("pipeline: DeepSeek V4.1 (%s) models do not run pipelined across MPI "
+                   "ranks yet; run them in a single process",
+                   hp.arch.c_str()));
     }
     hc_width_ = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
     n_vocab_ = hp.n_vocab;
@@ -39,9 +41,8 @@ pipeline::pipeline(const model& m, const pipeline_options& o)
         req.layer_begin[i] = split[static_cast<size_t>(i)].first;
         req.layer_end[i] = split[static_cast<size_t>(i)].second;
     }
-    const std::string fp =
-        model_fingerprint(o.model_path, m.file().data_offset(), o.mtp_path,
-                          o.mtp_path.empty() ? 0 : m.mtp_file()->data_offset());
+    const std::string fp = model_fingerprint(o.model_path, m.file().data_offset(), o.mtp_path,
+                                             o.mtp_path.empty() ? 0 : m.mtp_file()->data_offset());
     cmd_header h = header(op::load, -1);
     h.data_bytes = sizeof(req);
     for (int r = 1; r < n; ++r) {
@@ -57,12 +58,13 @@ pipeline::pipeline(const model& m, const pipeline_options& o)
         int from = 0;
         recv(-1, tag_reply, &rh, sizeof(rh), timeout_s_, "handshake answer", &from);
         std::vector<uint8_t> data(rh.data_bytes);
-        if (!data.empty()) recv(from, tag_reply_data, data.data(), data.size(), timeout_s_, "handshake");
+        if (!data.empty())
+            recv(from, tag_reply_data, data.data(), data.size(), timeout_s_, "handshake");
         if (rh.magic != k_magic || rh.version != k_version) {
-            errors += strfmt("\n  rank %d speaks pipeline protocol %u, rank 0 speaks %u (run the "
-                             "same magnetar build everywhere)",
-                             from, static_cast<unsigned>(rh.version),
-                             static_cast<unsigned>(k_version));
+            errors += strfmt(
+                "\n  rank %d speaks pipeline protocol %u, rank 0 speaks %u (run the "
+                "same magnetar build everywhere)",
+                from, static_cast<unsigned>(rh.version), static_cast<unsigned>(k_version));
             continue;
         }
         if (!rh.ok) {
@@ -78,10 +80,11 @@ pipeline::pipeline(const model& m, const pipeline_options& o)
         hi.fingerprint[64] = '\0';
         hi.host[sizeof(hi.host) - 1] = '\0';
         if (fp != hi.fingerprint) {
-            errors += strfmt("\n  rank %d (%s) loaded a different model: fingerprint %.16s..., "
-                             "rank 0 has %.16s... (SHA-256 of the GGUF metadata and tensor "
-                             "directory; every host needs the same file at %s)",
-                             from, hi.host, hi.fingerprint, fp.c_str(), o.model_path.c_str());
+            errors += strfmt(
+                "\n  rank %d (%s) loaded a different model: fingerprint %.16s..., "
+                "rank 0 has %.16s... (SHA-256 of the GGUF metadata and tensor "
+                "directory; every host needs the same file at %s)",
+                from, hi.host, hi.fingerprint, fp.c_str(), o.model_path.c_str());
         }
         if (hi.layer_begin != split[static_cast<size_t>(from)].first ||
             hi.layer_end != split[static_cast<size_t>(from)].second) {
@@ -89,8 +92,8 @@ pipeline::pipeline(const model& m, const pipeline_options& o)
                              hi.layer_begin, hi.layer_end, split[static_cast<size_t>(from)].first,
                              split[static_cast<size_t>(from)].second);
         }
-        stages_[static_cast<size_t>(from)] = {{hi.layer_begin, hi.layer_end},
-                                              hi.stage_weight_bytes, hi.host};
+        stages_[static_cast<size_t>(from)] = {
+            {hi.layer_begin, hi.layer_end}, hi.stage_weight_bytes, hi.host};
     }
     if (!errors.empty()) throw Error("pipeline handshake failed:" + errors);
 }
@@ -202,8 +205,8 @@ int32_t pipeline::load_state(int32_t id, int64_t n_past, const std::vector<uint8
     return static_cast<int32_t>(await_reply(op::load_state, nullptr, 0).a);
 }
 
-void pipeline::send_eval(int32_t id, int64_t p0, int64_t n, const int32_t* tokens,
-                         const float* hc, uint32_t flags, float* logits, size_t logits_floats) {
+void pipeline::send_eval(int32_t id, int64_t p0, int64_t n, const int32_t* tokens, const float* hc,
+                         uint32_t flags, float* logits, size_t logits_floats) {
     const int b = next_buf_;
     next_buf_ ^= 1;
     // Wait for the buffer's previous send, taking answers meanwhile.

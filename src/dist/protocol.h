@@ -18,7 +18,7 @@
 namespace magnetar::dist {
 
 inline constexpr uint32_t k_magic = 0x5344474Du;  // "MGDS"
-inline constexpr uint16_t k_version = 2;  // 2: save_state, load_state
+inline constexpr uint16_t k_version = 2;          // 2: save_state, load_state
 
 // MPI tags.
 enum tag : int {
@@ -33,33 +33,33 @@ enum class op : uint16_t {
     load = 1,      // data: load_request; reply data: hello
     shutdown = 2,  // no reply
     // Session commands along the chain; the last stage replies.
-    create_session = 10,   // a = n_ctx, b = checkpoint interval, c = max checkpoints
+    create_session = 10,  // a = n_ctx, b = checkpoint interval, c = max checkpoints
     destroy_session = 11,
-    clear = 12,            // empty timeline (reset)
-    eval = 13,             // a = p0, b = n; data: tokens [n] i32 then the HC state [n, n_hc*D]
-    checkpoint = 14,       // take a checkpoint at the current position
-    restore = 15,          // a = position of a held checkpoint
-    ping = 16,             // data travels the chain untouched (benchmark of the hops)
+    clear = 12,       // empty timeline (reset)
+    eval = 13,        // a = p0, b = n; data: tokens [n] i32 then the HC state [n, n_hc*D]
+    checkpoint = 14,  // take a checkpoint at the current position
+    restore = 15,     // a = position of a held checkpoint
+    ping = 16,        // data travels the chain untouched (benchmark of the hops)
     // Session snapshots (kv/payload.h sections of each stage's layers), along the chain.
-    save_state = 17,       // a = n_past; data: the sections of the stages before, in layer
-                           // order; each stage appends its own; reply data: every section of
-                           // stages 1..N-1
-    load_state = 18,       // a = n_past; data: the logits row [n_vocab] f32, then the sections
-                           // of this stage and the following ones; each stage takes its own
-                           // and forwards the rest; reply a = argmax of the logits row
+    save_state = 17,  // a = n_past; data: the sections of the stages before, in layer
+                      // order; each stage appends its own; reply data: every section of
+                      // stages 1..N-1
+    load_state = 18,  // a = n_past; data: the logits row [n_vocab] f32, then the sections
+                      // of this stage and the following ones; each stage takes its own
+                      // and forwards the rest; reply a = argmax of the logits row
     // Logits requests, rank 0 -> last stage directly.
-    fetch_logits = 20,     // reply data: the last row [n_vocab] f32
-    sample = 21,           // data: sample_request; reply a = token, b = the generator's state
-    top_logprobs = 22,     // a = k; reply data: wire_logprob [<= k]
-    logprob_of = 23,       // a = token; reply data: one double
+    fetch_logits = 20,  // reply data: the last row [n_vocab] f32
+    sample = 21,        // data: sample_request; reply a = token, b = the generator's state
+    top_logprobs = 22,  // a = k; reply data: wire_logprob [<= k]
+    logprob_of = 23,    // a = token; reply data: one double
 };
 
 // Flags of an eval command.
 enum eval_flags : uint32_t {
-    eval_logits_all = 1u << 0,    // reply with the logits of every row of the chunk
-    eval_logits_last = 1u << 1,   // reply with the logits of the chunk's last row
-    eval_hc_bf16 = 1u << 2,       // the HC state travels as BF16 (else F32)
-    eval_mtp = 1u << 3,           // advance the MTP block (last stage)
+    eval_logits_all = 1u << 0,   // reply with the logits of every row of the chunk
+    eval_logits_last = 1u << 1,  // reply with the logits of the chunk's last row
+    eval_hc_bf16 = 1u << 2,      // the HC state travels as BF16 (else F32)
+    eval_mtp = 1u << 3,          // advance the MTP block (last stage)
 };
 
 struct cmd_header {

@@ -44,7 +44,8 @@ uint64_t stage_bytes(const weight_map& w, layer_range r, uint32_t n_layer) {
 
 std::string format_split(const std::vector<layer_range>& split) {
     std::string s;
-    for (const layer_range& r : split) s += strfmt("%s%u:%u", s.empty() ? "" : ",", r.first, r.second);
+    for (const layer_range& r : split)
+        s += strfmt("%s%u:%u", s.empty() ? "" : ",", r.first, r.second);
     return s;
 }
 
@@ -57,7 +58,8 @@ std::vector<layer_range> split_auto(int n_stages, const weight_map& w) {
     // leaving at least one layer to every stage.
     std::vector<double> cum(n_layer + 1, 0.0);
     cum[0] = static_cast<double>(w.first);
-    for (uint32_t il = 0; il < n_layer; ++il) cum[il + 1] = cum[il] + static_cast<double>(w.layers[il]);
+    for (uint32_t il = 0; il < n_layer; ++il)
+        cum[il + 1] = cum[il] + static_cast<double>(w.layers[il]);
     const double total = cum[n_layer] + static_cast<double>(w.last);
     std::vector<layer_range> out;
     uint32_t begin = 0;
@@ -86,9 +88,10 @@ std::vector<layer_range> split_layers(const std::string& spec, int n_stages, con
     const uint32_t n_layer = static_cast<uint32_t>(w.layers.size());
     if (n_stages < 1) throw Error("--layers: no stages");
     if (static_cast<uint32_t>(n_stages) > n_layer) {
-        throw Error(strfmt("--layers: %d pipeline stages for a model of %u layers (each stage "
-                           "needs at least one layer)",
-                           n_stages, n_layer));
+        throw Error(
+            strfmt("--layers: %d pipeline stages for a model of %u layers (each stage "
+                   "needs at least one layer)",
+                   n_stages, n_layer));
     }
     if (spec.empty() || spec == "auto") return split_auto(n_stages, w);
     std::vector<layer_range> out;
@@ -102,7 +105,8 @@ std::vector<layer_range> split_layers(const std::string& spec, int n_stages, con
         if (colon == std::string::npos) {
             const long count = std::strtol(item.c_str(), &end, 10);
             if (item.empty() || *end != '\0' || count < 1)
-                throw Error(strfmt("--layers: '%s' is not a layer count or a range a:b", item.c_str()));
+                throw Error(
+                    strfmt("--layers: '%s' is not a layer count or a range a:b", item.c_str()));
             r = {next, next + static_cast<uint32_t>(count)};
         } else {
             const std::string a = item.substr(0, colon), b = item.substr(colon + 1);
@@ -115,9 +119,10 @@ std::vector<layer_range> split_layers(const std::string& spec, int n_stages, con
             r = {static_cast<uint32_t>(la), static_cast<uint32_t>(lb)};
         }
         if (r.first != next)
-            throw Error(strfmt("--layers: stage %zu starts at layer %u, expected %u (ranges must be "
-                               "contiguous from 0)",
-                               out.size(), r.first, next));
+            throw Error(
+                strfmt("--layers: stage %zu starts at layer %u, expected %u (ranges must be "
+                       "contiguous from 0)",
+                       out.size(), r.first, next));
         if (r.second > n_layer)
             throw Error(strfmt("--layers: stage %zu ends at layer %u, the model has %u layers",
                                out.size(), r.second, n_layer));
@@ -125,9 +130,11 @@ std::vector<layer_range> split_layers(const std::string& spec, int n_stages, con
         next = r.second;
     }
     if (static_cast<int>(out.size()) != n_stages)
-        throw Error(strfmt("--layers: %zu stages given, the job has %d ranks", out.size(), n_stages));
+        throw Error(
+            strfmt("--layers: %zu stages given, the job has %d ranks", out.size(), n_stages));
     if (next != n_layer)
-        throw Error(strfmt("--layers: the stages cover layers 0..%u, the model has %u", next, n_layer));
+        throw Error(
+            strfmt("--layers: the stages cover layers 0..%u, the model has %u", next, n_layer));
     return out;
 }
 
@@ -140,7 +147,8 @@ void hash_prefix(EVP_MD_CTX* ctx, const std::string& path, uint64_t n) {
     while (n > 0) {
         const size_t want = static_cast<size_t>(std::min<uint64_t>(n, buf.size()));
         const size_t got = std::fread(buf.data(), 1, want, f.get());
-        if (got != want) throw Error(strfmt("%s: short read for the model fingerprint", path.c_str()));
+        if (got != want)
+            throw Error(strfmt("%s: short read for the model fingerprint", path.c_str()));
         EVP_DigestUpdate(ctx, buf.data(), got);
         n -= got;
     }

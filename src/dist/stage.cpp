@@ -127,14 +127,16 @@ void worker::load(const cmd_header& h) {
     loaded_ = false;
     try {
         if (req.n_stages != size())
-            throw Error(strfmt("the request is for %d stages, the job has %d ranks", req.n_stages,
-                               size()));
+            throw Error(
+                strfmt("the request is for %d stages, the job has %d ranks", req.n_stages, size()));
         load_options lo;
         lo.mtp_path = req.mtp_path;
         m_ = model::load(req.model_path, lo);
         if (m_->hp().is_v41()) {
-            throw Error(strfmt("DeepSeek V4.1 (%s) models do not run pipelined across MPI ranks "
-                               "yet; run them in a single process", m_->hp().arch.c_str()));
+            throw Error(
+                strfmt("DeepSeek V4.1 (%s) models do not run pipelined across MPI ranks "
+                       "yet; run them in a single process",
+                       m_->hp().arch.c_str()));
         }
         l0_ = req.layer_begin[rank()];
         l1_ = req.layer_end[rank()];
@@ -239,10 +241,11 @@ void worker::load_state(const cmd_header& h, std::vector<uint8_t>& data) {
     const bool size_ok = n >= 1 && n <= s.cache->n_ctx() && data.size() >= row + mine &&
                          (!is_last() || data.size() == row + mine);
     if (!size_ok)
-        throw Error(strfmt("pipeline: snapshot of %lld tokens with %zu bytes does not fit this "
-                           "stage (layers %u:%u, context %lld)",
-                           static_cast<long long>(n), data.size(), l0_, l1_,
-                           static_cast<long long>(s.cache->n_ctx())));
+        throw Error(
+            strfmt("pipeline: snapshot of %lld tokens with %zu bytes does not fit this "
+                   "stage (layers %u:%u, context %lld)",
+                   static_cast<long long>(n), data.size(), l0_, l1_,
+                   static_cast<long long>(s.cache->n_ctx())));
     s.cache->clear_small();
     s.checkpoints.clear();
     size_t at = row;
@@ -272,12 +275,12 @@ void worker::eval(const cmd_header& h, std::vector<uint8_t>& data) {
     const int64_t n = h.b;
     const int64_t hc_w = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
     const bool bf16 = (h.flags & eval_hc_bf16) != 0;
-    if (h.a != s.n_past || n < 1 || n > s.chunk ||
-        data.size() != eval_data_bytes(n, hc_w, bf16)) {
-        throw Error(strfmt("pipeline: eval of %lld tokens at %lld does not follow this stage's "
-                           "timeline (n_past %lld)",
-                           static_cast<long long>(n), static_cast<long long>(h.a),
-                           static_cast<long long>(s.n_past)));
+    if (h.a != s.n_past || n < 1 || n > s.chunk || data.size() != eval_data_bytes(n, hc_w, bf16)) {
+        throw Error(
+            strfmt("pipeline: eval of %lld tokens at %lld does not follow this stage's "
+                   "timeline (n_past %lld)",
+                   static_cast<long long>(n), static_cast<long long>(h.a),
+                   static_cast<long long>(s.n_past)));
     }
     ids_.resize(static_cast<size_t>(n));
     hc_.resize(static_cast<size_t>(n * hc_w));
@@ -324,17 +327,18 @@ int worker::run() {
         int from = 0;
         const size_t got = recv(-1, tag_cmd, &h, sizeof(h), 0, "command", &from);
         if (got != sizeof(h) || h.magic != k_magic || h.version != k_version) {
-            throw Error(strfmt("pipeline: rank %d sent a message of protocol version %u (this "
-                               "rank speaks %u): every rank must run the same magnetar build",
-                               from, static_cast<unsigned>(h.version),
-                               static_cast<unsigned>(k_version)));
+            throw Error(
+                strfmt("pipeline: rank %d sent a message of protocol version %u (this "
+                       "rank speaks %u): every rank must run the same magnetar build",
+                       from, static_cast<unsigned>(h.version), static_cast<unsigned>(k_version)));
         }
         if (h.code == op::shutdown) return 0;
         if (h.code == op::load) {
             load(h);
             continue;
         }
-        if (!loaded_ && h.code != op::ping) throw Error("pipeline: session command before the model was loaded");
+        if (!loaded_ && h.code != op::ping)
+            throw Error("pipeline: session command before the model was loaded");
         data.resize(h.data_bytes);
         if (h.code == op::save_state || h.code == op::load_state) {
             recv_state(from, tag_cmd_data, data.data(), data.size(), 0, "snapshot data");
@@ -342,8 +346,7 @@ int worker::run() {
             recv(from, tag_cmd_data, data.data(), data.size(), 0, "command data");
         }
         const bool chain = h.code == op::create_session || h.code == op::destroy_session ||
-                           h.code == op::clear || h.code == op::checkpoint ||
-                           h.code == op::restore;
+                           h.code == op::clear || h.code == op::checkpoint || h.code == op::restore;
         switch (h.code) {
             case op::create_session:
                 create(h);
@@ -368,8 +371,9 @@ int worker::run() {
                 for (const auto& c : s.checkpoints) {
                     if (c.pos == h.a) cp = &c;
                 }
-                if (!cp) throw Error(strfmt("pipeline: no checkpoint at %lld on this stage",
-                                            static_cast<long long>(h.a)));
+                if (!cp)
+                    throw Error(strfmt("pipeline: no checkpoint at %lld on this stage",
+                                       static_cast<long long>(h.a)));
                 s.cache->load_small(cp->small);
                 if (is_last()) {
                     std::copy(cp->logits.begin(), cp->logits.end(), s.logits.begin());
@@ -414,14 +418,15 @@ int worker::run() {
                 std::vector<token_logprob> tops;
                 magnetar::top_logprobs(last_row(session(h.session)), static_cast<int>(h.a), tops);
                 std::vector<wire_logprob> w(tops.size());
-                for (size_t i = 0; i < tops.size(); ++i) w[i] = {tops[i].id, tops[i].logit, tops[i].logprob};
+                for (size_t i = 0; i < tops.size(); ++i)
+                    w[i] = {tops[i].id, tops[i].logit, tops[i].logprob};
                 reply(h.code, static_cast<int64_t>(w.size()), 0, w.data(),
                       w.size() * sizeof(wire_logprob));
                 break;
             }
             case op::logprob_of: {
-                const double lp = token_logprob_of(last_row(session(h.session)),
-                                                   static_cast<int32_t>(h.a));
+                const double lp =
+                    token_logprob_of(last_row(session(h.session)), static_cast<int32_t>(h.a));
                 reply(h.code, 0, 0, &lp, sizeof(lp));
                 break;
             }

@@ -37,8 +37,8 @@ inline void encode_eval(const int32_t* tokens, const float* hc, int64_t n, int64
     }
 }
 
-inline void decode_eval(const uint8_t* in, int64_t n, int64_t hc_width, bool bf16,
-                        int32_t* tokens, float* hc) {
+inline void decode_eval(const uint8_t* in, int64_t n, int64_t hc_width, bool bf16, int32_t* tokens,
+                        float* hc) {
     std::memcpy(tokens, in, static_cast<size_t>(n) * sizeof(int32_t));
     const uint8_t* p = in + static_cast<size_t>(n) * sizeof(int32_t);
     const size_t elems = static_cast<size_t>(n) * static_cast<size_t>(hc_width);

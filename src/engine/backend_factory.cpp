@@ -25,8 +25,9 @@ std::unique_ptr<backend::backend> make_backend(const backend_choice& c) {
     if (c.name == "cuda") {
 #if MAGNETAR_HAVE_CUDA
         if (c.reference_kernels) {
-            throw Error("backend cuda: the reference kernels are the CPU backend's (use "
-                        "--backend cpu for reference runs)");
+            throw Error(
+                "backend cuda: the reference kernels are the CPU backend's (use "
+                "--backend cpu for reference runs)");
         }
         if (c.device < 0) throw Error(strfmt("backend cuda: bad device ordinal %d", c.device));
         backend::cuda_options o;
@@ -39,14 +40,14 @@ std::unique_ptr<backend::backend> make_backend(const backend_choice& c) {
             throw Error(std::string("backend cuda: ") + e.what());
         }
 #else
-        throw Error("backend cuda: this build of magnetar has no CUDA backend (it is built when "
-                    "CMake finds nvcc, option MAGNETAR_CUDA)");
+        throw Error(
+            "backend cuda: this build of magnetar has no CUDA backend (it is built when "
+            "CMake finds nvcc, option MAGNETAR_CUDA)");
 #endif
     }
     std::string names;
     for (const std::string& n : built_backends()) names += (names.empty() ? "" : ", ") + n;
-    throw Error(strfmt("unknown backend '%s' (this build has: %s)", c.name.c_str(),
-                       names.c_str()));
+    throw Error(strfmt("unknown backend '%s' (this build has: %s)", c.name.c_str(), names.c_str()));
 }
 
 }  // namespace magnetar

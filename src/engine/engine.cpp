@@ -101,14 +101,17 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
         return {status_code::unsupported, e.what()};
     }
     // Every op the architecture's forward pass calls, before any weight is placed.
-    const std::vector<backend::op_kind> missing = backend::missing_ops(*p->be, graph::required_ops(hp));
+    const std::vector<backend::op_kind> missing =
+        backend::missing_ops(*p->be, graph::required_ops(hp));
     if (!missing.empty()) {
         std::string names;
-        for (backend::op_kind op : missing) names += (names.empty() ? "" : ", ") + std::string(backend::op_name(op));
-        return {status_code::unsupported,
-                strfmt("backend %s does not implement %zu op%s that %s (%s) models need: %s",
-                       p->be->name(), missing.size(), missing.size() == 1 ? "" : "s",
-                       hp.is_v41() ? "DeepSeek V4.1" : "DeepSeek V4", hp.arch.c_str(), names.c_str())};
+        for (backend::op_kind op : missing)
+            names += (names.empty() ? "" : ", ") + std::string(backend::op_name(op));
+        return {
+            status_code::unsupported,
+            strfmt("backend %s does not implement %zu op%s that %s (%s) models need: %s",
+                   p->be->name(), missing.size(), missing.size() == 1 ? "" : "s",
+                   hp.is_v41() ? "DeepSeek V4.1" : "DeepSeek V4", hp.arch.c_str(), names.c_str())};
     }
     try {
         const auto t0 = std::chrono::steady_clock::now();
@@ -174,8 +177,8 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
         p->pipe_chunk = opts.pipeline_chunk;
         p->info.n_stages = p->pipe->n_stages();
         p->info.pipeline = p->pipe->describe();
-        p->info.pipeline_hc_bytes = static_cast<uint64_t>(hp.n_hc) * hp.n_embd *
-                                    (opts.pipeline_f32 ? 4u : 2u);
+        p->info.pipeline_hc_bytes =
+            static_cast<uint64_t>(hp.n_hc) * hp.n_embd * (opts.pipeline_f32 ? 4u : 2u);
     }
     *out = std::unique_ptr<Engine>(new Engine(std::move(p)));
     return {};
@@ -189,8 +192,9 @@ status Engine::measure_copy_bandwidth(size_t bytes, double* gbs) const {
         return {status_code::internal, e.what()};
     }
     if (*gbs <= 0.0) {
-        return {status_code::unsupported,
-                strfmt("measure_copy_bandwidth: backend %s has no bandwidth probe", impl_->be->name())};
+        return {
+            status_code::unsupported,
+            strfmt("measure_copy_bandwidth: backend %s has no bandwidth probe", impl_->be->name())};
     }
     return {};
 }
@@ -290,8 +294,8 @@ struct session_footprint {
     uint64_t total() const { return cache + scratch + timeline; }
 };
 
-session_footprint footprint(const hparams& hp, const backend::backend& be, int64_t n_ctx, bool with_mtp,
-                            uint32_t l0, uint32_t l1) {
+session_footprint footprint(const hparams& hp, const backend::backend& be, int64_t n_ctx,
+                            bool with_mtp, uint32_t l0, uint32_t l1) {
     session_footprint f;
     if (hp.is_v41()) {
         f.cache = kv::cache41::buffer_bytes(hp, n_ctx, false);
@@ -300,7 +304,8 @@ session_footprint footprint(const hparams& hp, const backend::backend& be, int64
         f.cache = kv::cache::buffer_bytes(hp, n_ctx, with_mtp, l0, l1);
         f.scratch = be.reserve_bytes(graph::scratch_limits(hp, n_ctx));
     }
-    f.timeline = static_cast<uint64_t>(n_ctx) * sizeof(int32_t) + static_cast<uint64_t>(hp.n_vocab) * sizeof(float);
+    f.timeline = static_cast<uint64_t>(n_ctx) * sizeof(int32_t) +
+                 static_cast<uint64_t>(hp.n_vocab) * sizeof(float);
     return f;
 }
 
@@ -315,11 +320,12 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         return {status_code::invalid_argument, "session: checkpoint_interval must be >= 0"};
     // The bound that keeps every cache size far inside 64 bits (model/hparams.h).
     if (static_cast<uint64_t>(opts.n_ctx) > hparam_limits::kMaxContext) {
-        return {status_code::invalid_argument,
-                strfmt("session: context too large: n_ctx = %lld is above the engine's bound of %llu "
-                       "tokens (16x the 1M context of DeepSeek V4 / V4.1)",
-                       static_cast<long long>(opts.n_ctx),
-                       static_cast<unsigned long long>(hparam_limits::kMaxContext))};
+        return {
+            status_code::invalid_argument,
+            strfmt("session: context too large: n_ctx = %lld is above the engine's bound of %llu "
+                   "tokens (16x the 1M context of DeepSeek V4 / V4.1)",
+                   static_cast<long long>(opts.n_ctx),
+                   static_cast<unsigned long long>(hparam_limits::kMaxContext))};
     }
     if (opts.mtp_logits && hp.is_v41()) {
         return {status_code::unsupported,
@@ -348,8 +354,8 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         l1 = impl_->pipe->local_range().second;
         s->opts.chunk_size = std::min(s->opts.chunk_size, impl_->pipe_chunk);
         try {
-            s->dist_id = impl_->pipe->create_session(s->opts.n_ctx, s->opts.chunk_size,
-                                                     opts.checkpoint_interval, opts.max_checkpoints);
+            s->dist_id = impl_->pipe->create_session(
+                s->opts.n_ctx, s->opts.chunk_size, opts.checkpoint_interval, opts.max_checkpoints);
         } catch (const Error& e) {
             return {status_code::internal, e.what()};
         }

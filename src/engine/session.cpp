@@ -182,10 +182,9 @@ status Session::impl::eval_pipelined(std::span<const int32_t> toks, const eval_o
             req.hc_out = hc.data();
             tl->run(req, ar, dsink);
             eng->be->synchronize();
-            float* dst = opts.all_logits ? logits.data() + static_cast<size_t>(off) * n_vocab
-                                         : nullptr;
-            const size_t dst_floats =
-                opts.all_logits ? static_cast<size_t>(req.n) * n_vocab : 0;
+            float* dst =
+                opts.all_logits ? logits.data() + static_cast<size_t>(off) * n_vocab : nullptr;
+            const size_t dst_floats = opts.all_logits ? static_cast<size_t>(req.n) * n_vocab : 0;
             n_past += req.n;
             ends.push_back(n_past);
             pipe.send_eval(dist_id, req.p0, req.n, req.tokens, hc.data(), flags, dst, dst_floats);
@@ -241,8 +240,8 @@ status Session::impl::eval_locked(std::span<const int32_t> toks, const eval_opti
         // or checkpointed at a chunk end still has the logits of its last position.
         req.logits_all = opts.all_logits;
         req.logits_last = !opts.all_logits;
-        req.logits = opts.all_logits ? logits.data() + static_cast<size_t>(off) * n_vocab
-                                     : logits.data();
+        req.logits =
+            opts.all_logits ? logits.data() + static_cast<size_t>(off) * n_vocab : logits.data();
         req.mtp = mtp;
         req.mtp_logits = opts.mtp_logits;
         req.mtp_out = opts.mtp_logits
@@ -328,8 +327,7 @@ void Session::impl::restore_checkpoint(const checkpoint& cp) {
     eng->be->synchronize();
 }
 
-status Session::sync(std::span<const int32_t> toks, const eval_options& opts,
-                     sync_result* result) {
+status Session::sync(std::span<const int32_t> toks, const eval_options& opts, sync_result* result) {
     impl& s = *impl_;
     const int64_t n = static_cast<int64_t>(toks.size());
     sync_result local;
@@ -378,7 +376,7 @@ status Session::sync(std::span<const int32_t> toks, const eval_options& opts,
     }
     r.reused = start;
     if (start == n) return {};
-    const status st = s.eval_locked(toks.subspan(static_cast<size_t>(start)), opts);
+    status st = s.eval_locked(toks.subspan(static_cast<size_t>(start)), opts);
     r.evaluated = s.n_past - start;
     return st;
 }

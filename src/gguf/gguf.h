@@ -51,10 +51,10 @@ const char* value_type_name(value_type t);
 // items (items of an array of arrays are themselves arrays).
 struct value {
     value_type type = value_type::u8;
-    uint64_t u = 0;        // u8 / u16 / u32 / u64 / bool
-    int64_t i = 0;         // i8 / i16 / i32 / i64
-    double f = 0.0;        // f32 / f64 (f32 stored exactly)
-    std::string s;         // string
+    uint64_t u = 0;                         // u8 / u16 / u32 / u64 / bool
+    int64_t i = 0;                          // i8 / i16 / i32 / i64
+    double f = 0.0;                         // f32 / f64 (f32 stored exactly)
+    std::string s;                          // string
     value_type elem_type = value_type::u8;  // array element type
     std::vector<value> arr;                 // array items
 
@@ -107,7 +107,7 @@ void advise_random_access(const void* data, size_t bytes);
 
 // Read-only view of a GGUF file mapped in memory.
 class reader {
-public:
+  public:
     // Maps and validates the file. Throws magnetar::Error on any problem.
     static std::unique_ptr<reader> open(const std::string& path);
     // Validates a GGUF image already in memory (same checks as open()). The caller keeps the
@@ -136,7 +136,7 @@ public:
     // Pointer to a tensor's bytes inside the mapping.
     const uint8_t* tensor_data(const tensor_info& t) const;
 
-private:
+  private:
     reader() = default;
     void parse();  // fills everything below from base_/size_; throws on the first problem
 
@@ -164,7 +164,7 @@ private:
 // misuse (wrong byte counts, duplicate tensor names, shapes not a multiple of the block).
 // If destroyed before finish(), the temporary file is removed.
 class writer {
-public:
+  public:
     explicit writer(std::string path, uint32_t alignment = kDefaultAlignment, uint32_t version = 3);
     ~writer();
     writer(const writer&) = delete;
@@ -187,10 +187,10 @@ public:
     // Total file size that finish() will produce (valid after the last add_tensor).
     uint64_t planned_size() const;
 
-private:
+  private:
     void write_header();
-    bool needs_alignment_key() const;  // general.alignment is added when not default
-    uint64_t header_size() const;      // encoded metadata + tensor infos, before padding
+    bool needs_alignment_key() const;       // general.alignment is added when not default
+    uint64_t header_size() const;           // encoded metadata + tensor infos, before padding
     void emit(const void* data, size_t n);  // buffered for small n, straight to fd_ for big n
     void emit_zeros(uint64_t n);
     void flush_buffer();
@@ -207,13 +207,13 @@ private:
     std::vector<kv> kvs_;
     std::vector<tensor_info> tensors_;
     size_t cur_tensor_ = 0;
-    uint64_t cur_written_ = 0;  // bytes written into the current tensor
-    uint64_t data_written_ = 0; // bytes written into the data section, padding included
+    uint64_t cur_written_ = 0;           // bytes written into the current tensor
+    uint64_t data_written_ = 0;          // bytes written into the data section, padding included
     uint64_t tensor_bytes_total_ = 0;    // sum of n_bytes over the directory
     uint64_t tensor_bytes_written_ = 0;  // tensor bytes received so far, padding excluded
-    uint64_t file_pos_ = 0;     // bytes handed to emit() so far (buffered or written)
-    uint64_t fd_pos_ = 0;       // bytes actually written to fd_
-    std::vector<uint8_t> buf_;  // output buffer for small writes
+    uint64_t file_pos_ = 0;              // bytes handed to emit() so far (buffered or written)
+    uint64_t fd_pos_ = 0;                // bytes actually written to fd_
+    std::vector<uint8_t> buf_;           // output buffer for small writes
 };
 
 }  // namespace magnetar::gguf

@@ -150,7 +150,8 @@ value parse_value(cursor& cur, value_type type, int depth, const std::string& ct
             v.u = cur.read<uint8_t>(ctx, "", index);
             break;
         case value_type::i8:
-            v.i = cur.read<int8_t>(ctx, "", index);
+            // An i8 value is signed: the sign extension is the point.
+            v.i = cur.read<int8_t>(ctx, "", index);  // NOLINT(bugprone-signed-char-misuse)
             break;
         case value_type::u16:
             v.u = cur.read<uint16_t>(ctx, "", index);

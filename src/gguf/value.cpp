@@ -2,6 +2,7 @@
 //
 // Owns: the in-memory representation of metadata values (src/gguf/gguf.h). Does not own the
 // byte encoding, which lives in reader.cpp and writer.cpp.
+#include <bit>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -68,7 +69,7 @@ value make_floating(value_type t, double v) {
 // Floats compare by bit pattern: a round trip must reproduce the exact value, NaN included,
 // and 0.0 and -0.0 are different files.
 bool same_bits(double a, double b) {
-    return std::memcmp(&a, &b, sizeof a) == 0;
+    return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
 }
 
 }  // namespace

@@ -45,9 +45,9 @@ void tap_moe_swiglu(const chunk_ctx& c, const tensor& x, const tensor& sel, cons
     c.be.fill(ones, 1.0f);
     c.be.moe(x, sel, ones, mw, clamp, out, ws);
     // ws.g holds the rows in expert-sorted order; slots[nk .. 2nk) maps slot t*k+i to its row.
-    const tensor row_of = make_tensor(ws.slots.data ? ws.slots.i32() + nk : nullptr,
-                                      ggml_type::I32, nk);  // [n*k]
-    const tensor by_slot = view_rows(ws.u, 0, nk);          // [n*k, F]
+    const tensor row_of =
+        make_tensor(ws.slots.data ? ws.slots.i32() + nk : nullptr, ggml_type::I32, nk);  // [n*k]
+    const tensor by_slot = view_rows(ws.u, 0, nk);                                       // [n*k, F]
     c.be.get_rows(view_rows(ws.g, 0, nk), row_of, by_slot, 1);
     c.tap(reshape(by_slot, k * F, c.n), "moe_swiglu");  // [n, k*F]
 }

@@ -10,8 +10,8 @@
 #include "core/error.h"
 #include "graph/context.h"
 #include "model/engram_hash.h"
-#include "quant/types.h"
 #include "quant/fp8fp4.h"
+#include "quant/types.h"
 
 namespace magnetar::graph {
 
@@ -228,7 +228,7 @@ tensor attention41(ctx41& c, const v41_block_weights& lw, const tensor& x) {
         const int32_t src = hp.kv_source(il);
         MAGNETAR_ASSERT(src >= 0, "ratio > 0 layer without a KV source");
         kv::layer41_state& group = c.cache.layer(static_cast<uint32_t>(src));
-        const int64_t j0 = c.p0 / r;                 // first entry this call can complete
+        const int64_t j0 = c.p0 / r;                  // first entry this call can complete
         const int64_t n_new = (c.p0 + c.n) / r - j0;  // entries completed in this call
 
         if (lw.mode == layer_mode::full) {
@@ -256,7 +256,8 @@ tensor attention41(ctx41& c, const v41_block_weights& lw, const tensor& x) {
                 c.be.copy(z, cr);
                 c.be.rope41(cr, hp.n_head_dim, rope, j0 * r, r, false);
                 c.be.qdq_rows(cr, qdq_format::fp4_e4m3_b16, view_rows(st.comp_rows, j0, n_new));
-                if (c.opts.official_index_k) c.cache.runtime().published_index_k = static_cast<int32_t>(il);
+                if (c.opts.official_index_k)
+                    c.cache.runtime().published_index_k = static_cast<int32_t>(il);
             }
         }
         comp = group.comp_rows;
@@ -372,7 +373,9 @@ tensor moe41(const ctx41& c, const v41_block_weights& lw, const tensor& x, uint3
     ws.contrib = c.ar.alloc_f32(D, nk);
     ws.slots = c.ar.alloc(ggml_type::I32, 2 * nk + n_expert + 1);
     tensor out = c.ar.alloc_f32(D, c.n);
-    const float clamp = hp.swiglu_clamp.empty() ? 0.0f : hp.swiglu_clamp[std::min<size_t>(lw.il, hp.swiglu_clamp.size() - 1)];
+    const float clamp = hp.swiglu_clamp.empty()
+                            ? 0.0f
+                            : hp.swiglu_clamp[std::min<size_t>(lw.il, hp.swiglu_clamp.size() - 1)];
     backend::moe_weights mw{weight_tensor(lw.ffn_gate_exps), weight_tensor(lw.ffn_up_exps),
                             weight_tensor(lw.ffn_down_exps)};
     c.be.moe41(xq, sel, wts, mw, clamp > 0.0f ? clamp : 3.0e38f, out, ws);
@@ -529,10 +532,9 @@ chunk_result forward41::run(const chunk_request& req, kv::cache41& cache, arena&
     const int64_t nh = hp.n_hc;
     const int64_t D = hp.n_embd;
 
-    const int32_t* engram_rows =
-        measuring ? nullptr
-                  : engram_hashes(hp, engram_layers_, cache, req.p0, req.n, req.tokens,
-                                  engram_idx_, engram_rows_);
+    const int32_t* engram_rows = measuring ? nullptr
+                                           : engram_hashes(hp, engram_layers_, cache, req.p0, req.n,
+                                                           req.tokens, engram_idx_, engram_rows_);
     const int64_t wq_size = static_cast<int64_t>(nh) * D;
 
     tensor ids = ar.alloc(ggml_type::I32, req.n);
@@ -558,7 +560,8 @@ chunk_result forward41::run(const chunk_request& req, kv::cache41& cache, arena&
         taps = ar.alloc_f32(static_cast<int64_t>(targets.size()) * D, req.n);
         mean_w = ar.alloc_f32(nh, req.n);
         // sum_i X_i / n == sum_i (X_i / n) exactly for a power-of-two n (hc.count is 4).
-        MAGNETAR_ASSERT((nh & (nh - 1)) == 0, "DSpark taps: hyper-connection count not a power of two");
+        MAGNETAR_ASSERT((nh & (nh - 1)) == 0,
+                        "DSpark taps: hyper-connection count not a power of two");
         be_.fill(mean_w, 1.0f / static_cast<float>(nh));
     }
 

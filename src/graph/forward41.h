@@ -54,9 +54,9 @@ struct chunk41_options {
 
 // One DSpark draft step (spec v41.md §3.10) at temperature 0.
 struct draft41 {
-    std::vector<int32_t> tokens;   // [a, d_0 .. d_{B_d-1}]
-    std::vector<float> logits;     // [B_d, V] fp32 (base + Markov bias)
-    std::vector<float> confidence; // [B_d] raw confidence logits (no sigmoid)
+    std::vector<int32_t> tokens;    // [a, d_0 .. d_{B_d-1}]
+    std::vector<float> logits;      // [B_d, V] fp32 (base + Markov bias)
+    std::vector<float> confidence;  // [B_d] raw confidence logits (no sigmoid)
 };
 
 class forward41 {

@@ -22,7 +22,7 @@ namespace magnetar::kv {
 // A layer's state. Rows are I8 byte rows of the canonical packed formats.
 struct layer41_state {
     uint32_t ratio = 0;
-    tensor ring;       // [W, Dh + Dh/32] window rows, row = position mod W
+    tensor ring;  // [W, Dh + Dh/32] window rows, row = position mod W
     // KV sources only:
     tensor comp_rows;  // [n_ctx / r, Dh/2 + Dh/16] main compressed KV entries
     tensor idx_rows;   // [n_ctx / r, DI/2 + DI/32] index keys
@@ -39,10 +39,10 @@ struct attention_runtime {
 };
 
 struct usage41 {
-    uint64_t global_bytes = 0;      // compressed rows + index keys (capacity for n_ctx tokens)
-    uint64_t window_bytes = 0;      // window rings, DSpark stages included
-    uint64_t pending_bytes = 0;     // compressor pending rows (FP32)
-    uint64_t engram_bytes = 0;      // Engram history (host)
+    uint64_t global_bytes = 0;          // compressed rows + index keys (capacity for n_ctx tokens)
+    uint64_t window_bytes = 0;          // window rings, DSpark stages included
+    uint64_t pending_bytes = 0;         // compressor pending rows (FP32)
+    uint64_t engram_bytes = 0;          // Engram history (host)
     double global_bytes_per_token = 0;  // growth of the global KV per token (§5.4)
 };
 

@@ -28,7 +28,7 @@ void layout(arena& a, const hparams& hp, int64_t n_ctx, bool with_mtp, uint32_t 
         layer_state& s = layers[il];
         s.ratio = hp.compress_ratio(il);
         if (il < hp.n_layer && (il < l0 || il >= l1)) continue;  // another stage's layer
-        s.raw = take(u.raw_window_bytes, hd, raw_cap);  // [raw_cap, hd]
+        s.raw = take(u.raw_window_bytes, hd, raw_cap);           // [raw_cap, hd]
         if (s.ratio == 0) continue;
         const int64_t c = hparams::coff(s.ratio);
         const int64_t r = s.ratio;

@@ -111,14 +111,23 @@ void write_payload(backend::backend& be, const hparams& hp, const cache& c, int6
     write_payload_layers(be, hp, c, static_cast<int64_t>(tokens.size()), 0, hp.n_layer, sink);
 }
 
-void read_payload_head(const hparams& hp, const cache& c, const byte_source& source,
-                       uint64_t size, std::vector<int32_t>* tokens, std::vector<float>* logits) {
+void read_payload_head(const hparams& hp, const cache& c, const byte_source& source, uint64_t size,
+                       std::vector<int32_t>* tokens, std::vector<float>* logits) {
     payload_reader in(source, size);
     uint32_t f[k_payload_fields];
-    static const char* const names[k_payload_fields] = {
-        "magic",        "version",    "context",        "prefill chunk", "raw ring capacity",
-        "raw window",   "compressed capacity", "token count", "layer count", "head dim",
-        "indexer head dim", "vocabulary", "raw rows"};
+    static const char* const names[k_payload_fields] = {"magic",
+                                                        "version",
+                                                        "context",
+                                                        "prefill chunk",
+                                                        "raw ring capacity",
+                                                        "raw window",
+                                                        "compressed capacity",
+                                                        "token count",
+                                                        "layer count",
+                                                        "head dim",
+                                                        "indexer head dim",
+                                                        "vocabulary",
+                                                        "raw rows"};
     for (int i = 0; i < k_payload_fields; ++i) f[i] = in.u32(names[i]);
     auto expect = [&](int i, uint64_t want) {
         if (f[i] != want)
@@ -133,9 +142,10 @@ void read_payload_head(const hparams& hp, const cache& c, const byte_source& sou
     expect(11, hp.n_vocab);
     const int64_t n = f[7];
     if (f[2] > c.n_ctx() || n > c.n_ctx() || n < 1)
-        throw Error(strfmt("session payload: %lld tokens of a %u-token context do not fit a "
-                           "session of %lld",
-                           static_cast<long long>(n), f[2], static_cast<long long>(c.n_ctx())));
+        throw Error(
+            strfmt("session payload: %lld tokens of a %u-token context do not fit a "
+                   "session of %lld",
+                   static_cast<long long>(n), f[2], static_cast<long long>(c.n_ctx())));
     expect(5, std::min<int64_t>(hp.n_swa, f[2]));
     expect(12, raw_rows_of(hp, n));
     const uint64_t want = payload_size(hp, n);
@@ -148,8 +158,8 @@ void read_payload_head(const hparams& hp, const cache& c, const byte_source& sou
     in.bytes(tokens->data(), tokens->size() * sizeof(int32_t), "token ids");
     for (size_t i = 0; i < tokens->size(); ++i) {
         if ((*tokens)[i] < 0 || static_cast<uint32_t>((*tokens)[i]) >= hp.n_vocab)
-            throw Error(strfmt("session payload: token %zu has id %d, outside the vocabulary",
-                               i, (*tokens)[i]));
+            throw Error(strfmt("session payload: token %zu has id %d, outside the vocabulary", i,
+                               (*tokens)[i]));
     }
     logits->resize(hp.n_vocab);
     in.bytes(logits->data(), logits->size() * sizeof(float), "logits");
@@ -157,20 +167,19 @@ void read_payload_head(const hparams& hp, const cache& c, const byte_source& sou
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
             const uint32_t r = hp.compress_ratio(il);
             const uint32_t got = in.u32(pass == 0 ? "compressed-row counts" : "indexer-row counts");
-            const uint32_t exp =
-                pass == 0 ? (r ? static_cast<uint32_t>(n / r) : 0u)
-                          : (r == 4 ? static_cast<uint32_t>(n / 4) : 0u);
+            const uint32_t exp = pass == 0 ? (r ? static_cast<uint32_t>(n / r) : 0u)
+                                           : (r == 4 ? static_cast<uint32_t>(n / 4) : 0u);
             if (got != exp)
-                throw Error(strfmt("session payload: layer %u has %u %s rows, expected %u", il,
-                                   got, pass == 0 ? "compressed" : "indexer", exp));
+                throw Error(strfmt("session payload: layer %u has %u %s rows, expected %u", il, got,
+                                   pass == 0 ? "compressed" : "indexer", exp));
         }
     }
     MAGNETAR_ASSERT(in.left() == size - payload_head_size(hp, n),
                     "read_payload: head size mismatch");
 }
 
-void read_payload_layers(backend::backend& be, const hparams& hp, cache& c, int64_t n,
-                         uint32_t l0, uint32_t l1, const byte_source& source) {
+void read_payload_layers(backend::backend& be, const hparams& hp, cache& c, int64_t n, uint32_t l0,
+                         uint32_t l1, const byte_source& source) {
     MAGNETAR_ASSERT(l0 >= c.layer_begin() && l1 <= c.layer_end() && l0 <= l1,
                     "read_payload: layers not held by this cache");
     uint64_t size = 0;

@@ -62,15 +62,15 @@ void read_payload(backend::backend& be, const hparams& hp, cache& c, const byte_
 void write_payload_head(const hparams& hp, const cache& c, int64_t chunk,
                         std::span<const int32_t> tokens, std::span<const float> logits,
                         const byte_sink& sink);
-void write_payload_layers(backend::backend& be, const hparams& hp, const cache& c,
-                          int64_t n_tokens, uint32_t l0, uint32_t l1, const byte_sink& sink);
+void write_payload_layers(backend::backend& be, const hparams& hp, const cache& c, int64_t n_tokens,
+                          uint32_t l0, uint32_t l1, const byte_sink& sink);
 
 // The pieces of read_payload. read_payload_head reads and checks the head of a payload of
 // `size` bytes for a session with c's context (every check of read_payload that needs no layer
 // data, the total size included); it touches no state. read_payload_layers loads the sections
 // of layers [l0, l1) of an n-token timeline into `c` (the caller clears it first).
-void read_payload_head(const hparams& hp, const cache& c, const byte_source& source,
-                       uint64_t size, std::vector<int32_t>* tokens, std::vector<float>* logits);
+void read_payload_head(const hparams& hp, const cache& c, const byte_source& source, uint64_t size,
+                       std::vector<int32_t>* tokens, std::vector<float>* logits);
 void read_payload_layers(backend::backend& be, const hparams& hp, cache& c, int64_t n_tokens,
                          uint32_t l0, uint32_t l1, const byte_source& source);
 

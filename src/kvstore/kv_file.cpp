@@ -26,8 +26,12 @@ constexpr uint32_t k_max_tool_id = 256;
 constexpr uint32_t k_max_tool_dsml = 512u << 20;
 constexpr int k_temp_names = 16;  // <name>.kv.tmp.<pid>, then .<pid>.1 ... .<pid>.15
 
-void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
-void put_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
+void put_u32(uint8_t* p, uint32_t v) {
+    std::memcpy(p, &v, 4);
+}
+void put_u64(uint8_t* p, uint64_t v) {
+    std::memcpy(p, &v, 8);
+}
 uint32_t get_u32(const uint8_t* p) {
     uint32_t v;
     std::memcpy(&v, p, 4);
@@ -39,7 +43,9 @@ uint64_t get_u64(const uint8_t* p) {
     return v;
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+    return std::strerror(errno);
+}
 
 // File descriptor that closes itself.
 struct fd_guard {
@@ -218,32 +224,46 @@ bool read_integrity(int fd, uint64_t file_size, uint8_t digest[32], uint64_t* fi
 
 const char* reason_name(save_reason r) {
     switch (r) {
-        case save_reason::cold: return "cold";
-        case save_reason::continued: return "continued";
-        case save_reason::evict: return "evict";
-        case save_reason::shutdown: return "shutdown";
-        case save_reason::agent_system: return "agent-system";
-        case save_reason::agent_session: return "agent-session";
-        default: return "unknown";
+        case save_reason::cold:
+            return "cold";
+        case save_reason::continued:
+            return "continued";
+        case save_reason::evict:
+            return "evict";
+        case save_reason::shutdown:
+            return "shutdown";
+        case save_reason::agent_system:
+            return "agent-system";
+        case save_reason::agent_session:
+            return "agent-session";
+        default:
+            return "unknown";
     }
 }
 
 const char* file_kind(unsigned mode) {
     switch (mode & S_IFMT) {
-        case S_IFREG: return "regular file";
-        case S_IFDIR: return "directory";
-        case S_IFLNK: return "symbolic link";
-        case S_IFIFO: return "FIFO";
-        case S_IFSOCK: return "socket";
-        case S_IFCHR: return "character device";
-        case S_IFBLK: return "block device";
-        default: return "unknown kind";
+        case S_IFREG:
+            return "regular file";
+        case S_IFDIR:
+            return "directory";
+        case S_IFLNK:
+            return "symbolic link";
+        case S_IFIFO:
+            return "FIFO";
+        case S_IFSOCK:
+            return "socket";
+        case S_IFCHR:
+            return "character device";
+        case S_IFBLK:
+            return "block device";
+        default:
+            return "unknown kind";
     }
 }
 
 bool is_entry_name(std::string_view n) {
-    return n.size() == 43 && n.substr(40) == ".kv" &&
-           n.find_first_not_of("0123456789abcdef") == 40;
+    return n.size() == 43 && n.substr(40) == ".kv" && n.find_first_not_of("0123456789abcdef") == 40;
 }
 
 bool is_temp_name(std::string_view n, long* pid) {
@@ -264,7 +284,9 @@ bool is_temp_name(std::string_view n, long* pid) {
     return true;
 }
 
-uint64_t unix_now() { return static_cast<uint64_t>(std::time(nullptr)); }
+uint64_t unix_now() {
+    return static_cast<uint64_t>(std::time(nullptr));
+}
 
 void encode_header(const kv_header& h, uint8_t out[k_header_bytes]) {
     std::memset(out, 0, k_header_bytes);
@@ -315,7 +337,9 @@ std::string sha1_hex(std::string_view text) {
     return out;
 }
 
-std::string file_name_for(std::string_view key_text) { return sha1_hex(key_text) + ".kv"; }
+std::string file_name_for(std::string_view key_text) {
+    return sha1_hex(key_text) + ".kv";
+}
 
 status write_file(const std::string& dir, const Session& session, const model_identity& id,
                   const write_request& req, std::string* path_out) {
@@ -422,9 +446,9 @@ status inspect_file(const std::string& path, file_info* out) {
                                 static_cast<unsigned long long>(fi.file_size),
                                 static_cast<unsigned long long>(need)));
     if (!(fi.header.ext & k_ext_tool_map) && fi.file_size != need)
-        return bad(path, strfmt("%llu bytes, expected %llu",
-                                static_cast<unsigned long long>(fi.file_size),
-                                static_cast<unsigned long long>(need)));
+        return bad(
+            path, strfmt("%llu bytes, expected %llu", static_cast<unsigned long long>(fi.file_size),
+                         static_cast<unsigned long long>(need)));
     uint8_t digest[32];
     if (!read_integrity(f.fd, fi.file_size, digest, &fi.fingerprint))
         return bad(path, "damaged integrity section");
@@ -500,7 +524,8 @@ status read_body(const std::string& path, const file_info& fi, Session* session,
     }
     uint8_t want[32], got[32];
     uint64_t fp = 0;
-    if (!read_integrity(f.fd, fi.file_size, want, &fp)) return bad(path, "damaged integrity section");
+    if (!read_integrity(f.fd, fi.file_size, want, &fp))
+        return bad(path, "damaged integrity section");
     r.digest(got);
     if (std::memcmp(want, got, 32) != 0) {
         if (session) session->reset();
@@ -547,10 +572,10 @@ status load_file(const std::string& path, Session& session, const model_identity
                                 static_cast<unsigned long long>(fi.fingerprint),
                                 static_cast<unsigned long long>(id.fingerprint)));
     if (fi.header.ctx > session.n_ctx() || fi.header.tokens >= session.n_ctx())
-        return {status_code::context_full,
-                strfmt("%s: %u tokens of a %u-token context do not fit a session of %lld",
-                       path.c_str(), fi.header.tokens, fi.header.ctx,
-                       static_cast<long long>(session.n_ctx()))};
+        return {
+            status_code::context_full,
+            strfmt("%s: %u tokens of a %u-token context do not fit a session of %lld", path.c_str(),
+                   fi.header.tokens, fi.header.ctx, static_cast<long long>(session.n_ctx()))};
     return read_body(path, fi, &session, key_text, tools);
 }
 

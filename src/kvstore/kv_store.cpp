@@ -2,8 +2,8 @@
 #include "kvstore/kv_store.h"
 
 #include <dirent.h>
-#include <signal.h>
 #include <openssl/sha.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,7 +26,8 @@ model_identity identity_of_model(const std::string& gguf_path) {
     model_identity id;
     for (const gguf::tensor_info& t : r->tensors()) {
         canon += t.name;
-        for (uint32_t d = 0; d < t.n_dims; ++d) canon += strfmt(" %lld", static_cast<long long>(t.ne[d]));
+        for (uint32_t d = 0; d < t.n_dims; ++d)
+            canon += strfmt(" %lld", static_cast<long long>(t.ne[d]));
         canon += '\n';
         if (t.name.find("ffn_gate_exps") != std::string::npos)
             id.quant_bits = t.type == ggml_type::Q4_K ? 4 : 2;
@@ -89,19 +90,22 @@ void store::check_directory() {
     if (::lstat(d, &lsb) != 0 || ::stat(d, &sb) != 0)
         throw Error(strfmt("kv store: cannot stat %s: %s", d, std::strerror(errno)));
     if (S_ISLNK(lsb.st_mode) && lsb.st_uid != me && lsb.st_uid != 0)
-        throw Error(strfmt("kv store: %s is a symbolic link owned by uid %u, not by this user "
-                           "(uid %u); give the directory itself",
-                           d, static_cast<unsigned>(lsb.st_uid), static_cast<unsigned>(me)));
+        throw Error(
+            strfmt("kv store: %s is a symbolic link owned by uid %u, not by this user "
+                   "(uid %u); give the directory itself",
+                   d, static_cast<unsigned>(lsb.st_uid), static_cast<unsigned>(me)));
     if (!S_ISDIR(sb.st_mode))
         throw Error(strfmt("kv store: %s is not a directory (%s)", d, file_kind(sb.st_mode)));
     if (sb.st_uid != me)
-        throw Error(strfmt("kv store: %s belongs to uid %u, not to this user (uid %u); use a "
-                           "directory of your own",
-                           d, static_cast<unsigned>(sb.st_uid), static_cast<unsigned>(me)));
+        throw Error(
+            strfmt("kv store: %s belongs to uid %u, not to this user (uid %u); use a "
+                   "directory of your own",
+                   d, static_cast<unsigned>(sb.st_uid), static_cast<unsigned>(me)));
     if (sb.st_mode & S_IWOTH)
-        throw Error(strfmt("kv store: %s is writable by every user (mode %04o); chmod 700 it or "
-                           "use another directory",
-                           d, static_cast<unsigned>(sb.st_mode & 07777)));
+        throw Error(
+            strfmt("kv store: %s is writable by every user (mode %04o); chmod 700 it or "
+                   "use another directory",
+                   d, static_cast<unsigned>(sb.st_mode & 07777)));
     if (sb.st_mode & S_IWGRP)
         log(strfmt("kv store: warning: %s is group-writable (mode %04o); chmod 700 is safer", d,
                    static_cast<unsigned>(sb.st_mode & 07777)));
@@ -114,7 +118,9 @@ void store::log(const std::string& line) const {
 void store::scan() {
     index_.clear();
     DIR* d = ::opendir(opts_.dir.c_str());
-    if (!d) throw Error(strfmt("kv store: cannot read %s: %s", opts_.dir.c_str(), std::strerror(errno)));
+    if (!d)
+        throw Error(
+            strfmt("kv store: cannot read %s: %s", opts_.dir.c_str(), std::strerror(errno)));
     std::vector<std::string> names;
     while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
     ::closedir(d);
@@ -165,7 +171,8 @@ void store::scan() {
         index_[path] = fi;
     }
     if (foreign > 0)
-        log(strfmt("kv store: left alone %zu entries (%.1f MiB) written for other models; the "
+        log(
+            strfmt("kv store: left alone %zu entries (%.1f MiB) written for other models; the "
                    "budget counts only this model's",
                    foreign, static_cast<double>(foreign_bytes) / (1 << 20)));
 }
@@ -221,7 +228,8 @@ bool store::save(const Session& session, std::string_view key_text, save_reason 
                    opts_.min_tokens));
         return false;
     }
-    uint64_t size = k_header_bytes + 4 + key_text.size() + session.payload_size() + k_integrity_bytes;
+    uint64_t size =
+        k_header_bytes + 4 + key_text.size() + session.payload_size() + k_integrity_bytes;
     if (tools)
         for (const auto& [a, b] : *tools) size += 8 + a.size() + b.size();
     if (size + (size + 99) / 100 > opts_.budget_bytes) {
@@ -267,7 +275,8 @@ bool store::save(const Session& session, std::string_view key_text, save_reason 
     }
     index_[path] = fi;
     log(strfmt("kv store: saved %lld tokens (%s, %llu bytes) as %s.kv", static_cast<long long>(n),
-               reason_name(reason), static_cast<unsigned long long>(fi.file_size), fi.name.c_str()));
+               reason_name(reason), static_cast<unsigned long long>(fi.file_size),
+               fi.name.c_str()));
     enforce_budget(path);
     return true;
 }
@@ -317,7 +326,8 @@ bool store::load_longest_prefix(std::string_view text, Session& session, hit* ou
         }
         if (accept && !accept(h.key_text, session.tokens())) {
             session.reset();
-            log("kv store: not reusing " + fi->name + ".kv: its control tokens differ from the "
+            log("kv store: not reusing " + fi->name +
+                ".kv: its control tokens differ from the "
                 "prompt's");
             continue;
         }

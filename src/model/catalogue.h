@@ -10,23 +10,23 @@
 #include <string>
 #include <vector>
 
-#include "model/hparams.h"
 #include "core/types.h"
+#include "model/hparams.h"
 
 namespace magnetar {
 
 // Which tensor types a catalogue entry accepts.
 enum class dtype_class {
-    f32,           // norms, sinks, HC base / scale, router bias: F32 only
-    float_any,     // F32 / F16 / BF16 (HC mixers, compressors, indexer, router)
-    matrix,        // any weight type (float or block-quantized)
-    routed_expert, // IQ2_XXS / Q2_K / Q4_K as published, or any float / Q8_0 type
-    i32,           // hash routing table
+    f32,            // norms, sinks, HC base / scale, router bias: F32 only
+    float_any,      // F32 / F16 / BF16 (HC mixers, compressors, indexer, router)
+    matrix,         // any weight type (float or block-quantized)
+    routed_expert,  // IQ2_XXS / Q2_K / Q4_K as published, or any float / Q8_0 type
+    i32,            // hash routing table
     // V4.1 (spec v41.md §2.3)
-    norm_f32_bf16, // norms and Engram q/k weights: F32 or BF16
-    dense,         // FP8 checkpoint matrices: BF16 (lossless), F32, F16, Q8_0
-    routed_expert_v41, // MXFP4 (lossless), IQ2_XXS / Q2_K / Q4_K, Q8_0, F32 / F16 / BF16
-    engram_table,  // I8 row264 [ED + ED/32, rows], or Q8_0 [ED, rows] (lossy)
+    norm_f32_bf16,      // norms and Engram q/k weights: F32 or BF16
+    dense,              // FP8 checkpoint matrices: BF16 (lossless), F32, F16, Q8_0
+    routed_expert_v41,  // MXFP4 (lossless), IQ2_XXS / Q2_K / Q4_K, Q8_0, F32 / F16 / BF16
+    engram_table,       // I8 row264 [ED + ED/32, rows], or Q8_0 [ED, rows] (lossy)
 };
 
 // What a tensor is for (file-size breakdown in inspect).
@@ -52,13 +52,13 @@ const char* dtype_class_name(dtype_class c);
 bool dtype_class_accepts(dtype_class c, ggml_type t);
 
 struct tensor_spec {
-    std::string name;        // full GGUF name, e.g. "blk.3.attn_q_a.weight"
-    std::string suffix;      // name without the block prefix, e.g. "attn_q_a.weight"
-    std::vector<int64_t> ne; // GGUF order [in, out(, experts)]
+    std::string name;         // full GGUF name, e.g. "blk.3.attn_q_a.weight"
+    std::string suffix;       // name without the block prefix, e.g. "attn_q_a.weight"
+    std::vector<int64_t> ne;  // GGUF order [in, out(, experts)]
     dtype_class dtype;
     tensor_role role;
-    int32_t layer;           // -1: global; 0..n_layer-1: main block; n_layer: MTP block
-                             // (V4.1: n_layer + i is DSpark stage i)
+    int32_t layer;  // -1: global; 0..n_layer-1: main block; n_layer: MTP block
+                    // (V4.1: n_layer + i is DSpark stage i)
     bool required;
     std::vector<std::string> aliases = {};  // other full names accepted on load (V4.1)
 };
@@ -80,6 +80,7 @@ std::vector<tensor_spec> mtp_catalogue(const hparams& hp);
 
 // The V4.1 catalogue (tensor_catalogue and mtp_catalogue dispatch here for deepseek41):
 // globals and backbone layers unless dspark_only, then the DSpark stages when with_dspark.
-std::vector<tensor_spec> tensor_catalogue_v41(const hparams& hp, bool with_dspark, bool dspark_only = false);
+std::vector<tensor_spec> tensor_catalogue_v41(const hparams& hp, bool with_dspark,
+                                              bool dspark_only = false);
 
 }  // namespace magnetar

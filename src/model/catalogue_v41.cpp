@@ -18,9 +18,11 @@ struct builder_v41 {
     const hparams& hp;
     std::vector<tensor_spec>& out;
 
-    void add(int32_t layer, const std::string& prefix, const std::string& suffix, std::vector<int64_t> ne,
-             dtype_class dt, tensor_role role, bool required = true, std::vector<std::string> aliases = {}) {
-        out.push_back({prefix + suffix, suffix, std::move(ne), dt, role, layer, required, std::move(aliases)});
+    void add(int32_t layer, const std::string& prefix, const std::string& suffix,
+             std::vector<int64_t> ne, dtype_class dt, tensor_role role, bool required = true,
+             std::vector<std::string> aliases = {}) {
+        out.push_back({prefix + suffix, suffix, std::move(ne), dt, role, layer, required,
+                       std::move(aliases)});
     }
 
     // Backbone layer il < n_layer, or DSpark stage il - n_layer.
@@ -46,37 +48,46 @@ struct builder_v41 {
         add(l, p, "attn_kv.weight", {D, Dh}, dtype_class::dense, tensor_role::attention);
         add(l, p, "attn_kv_a_norm.weight", {Dh}, dtype_class::norm_f32_bf16, tensor_role::norm);
         add(l, p, "attn_sinks.weight", {H}, dtype_class::f32, tensor_role::attention);
-        add(l, p, "attn_output_a.weight", {hp.o_group_in(), static_cast<int64_t>(hp.n_o_group) * hp.n_o_lora},
-            dtype_class::dense, tensor_role::attention);
-        add(l, p, "attn_output_b.weight", {static_cast<int64_t>(hp.n_o_group) * hp.n_o_lora, D}, dtype_class::dense,
+        add(l, p, "attn_output_a.weight",
+            {hp.o_group_in(), static_cast<int64_t>(hp.n_o_group) * hp.n_o_lora}, dtype_class::dense,
             tensor_role::attention);
+        add(l, p, "attn_output_b.weight", {static_cast<int64_t>(hp.n_o_group) * hp.n_o_lora, D},
+            dtype_class::dense, tensor_role::attention);
 
         if (!stage && hp.is_kv_source(il)) {
-            add(l, p, "attn_compressor_kv.weight", {D, Dh}, dtype_class::float_any, tensor_role::compressor);
+            add(l, p, "attn_compressor_kv.weight", {D, Dh}, dtype_class::float_any,
+                tensor_role::compressor);
             if (ratio > 1) {
-                add(l, p, "attn_compressor_gate.weight", {D, Dh}, dtype_class::float_any, tensor_role::compressor);
+                add(l, p, "attn_compressor_gate.weight", {D, Dh}, dtype_class::float_any,
+                    tensor_role::compressor);
             }
-            add(l, p, "attn_compressor_norm.weight", {Dh}, dtype_class::norm_f32_bf16, tensor_role::norm);
-            add(l, p, "indexer.attn_k.weight", {Dh, hp.n_indexer_head_dim}, dtype_class::float_any, tensor_role::indexer);
-            add(l, p, "indexer.k_norm.weight", {hp.n_indexer_head_dim}, dtype_class::norm_f32_bf16, tensor_role::norm);
+            add(l, p, "attn_compressor_norm.weight", {Dh}, dtype_class::norm_f32_bf16,
+                tensor_role::norm);
+            add(l, p, "indexer.attn_k.weight", {Dh, hp.n_indexer_head_dim}, dtype_class::float_any,
+                tensor_role::indexer);
+            add(l, p, "indexer.k_norm.weight", {hp.n_indexer_head_dim}, dtype_class::norm_f32_bf16,
+                tensor_role::norm);
         }
         if (!stage && hp.is_index_source(il)) {
             const int64_t IH = hp.n_indexer_head;
-            add(l, p, "indexer.attn_q_b.weight", {Rq, IH * hp.n_indexer_head_dim}, dtype_class::dense, tensor_role::indexer);
+            add(l, p, "indexer.attn_q_b.weight", {Rq, IH * hp.n_indexer_head_dim},
+                dtype_class::dense, tensor_role::indexer);
             add(l, p, "indexer.proj.weight", {D, IH}, dtype_class::float_any, tensor_role::indexer);
         }
         if (!stage && hp.engram_index(il) >= 0) {
             const engram_hparams& e = hp.v41.engram;
-            const auto rows = static_cast<int64_t>(e.num_embeddings[static_cast<size_t>(hp.engram_index(il))]);
+            const auto rows =
+                static_cast<int64_t>(e.num_embeddings[static_cast<size_t>(hp.engram_index(il))]);
             const int64_t C = e.n_col();
             const int64_t n = hp.n_hc;
-            add(l, p, "engram_embd.weight", {e.row_bytes(), rows}, dtype_class::engram_table, tensor_role::engram);
-            add(l, p, "engram_kv.weight", {C * e.head_dim, (n + 1) * D}, dtype_class::dense, tensor_role::engram, true,
-                {p + "engram_wkv.weight"});
-            add(l, p, "engram_q_norm.weight", {D, n}, dtype_class::norm_f32_bf16, tensor_role::engram, true,
-                {p + "engram_q.weight"});
-            add(l, p, "engram_k_norm.weight", {D, n}, dtype_class::norm_f32_bf16, tensor_role::engram, true,
-                {p + "engram_k.weight"});
+            add(l, p, "engram_embd.weight", {e.row_bytes(), rows}, dtype_class::engram_table,
+                tensor_role::engram);
+            add(l, p, "engram_kv.weight", {C * e.head_dim, (n + 1) * D}, dtype_class::dense,
+                tensor_role::engram, true, {p + "engram_wkv.weight"});
+            add(l, p, "engram_q_norm.weight", {D, n}, dtype_class::norm_f32_bf16,
+                tensor_role::engram, true, {p + "engram_q.weight"});
+            add(l, p, "engram_k_norm.weight", {D, n}, dtype_class::norm_f32_bf16,
+                tensor_role::engram, true, {p + "engram_k.weight"});
         }
 
         const int64_t E = stage ? hp.dspark_n_expert() : hp.n_expert;
@@ -89,9 +100,12 @@ struct builder_v41 {
         add(l, p, "exp_probs_b.bias", {E}, dtype_class::f32, tensor_role::router);
         // Image tokens only: optional for a text-only engine.
         add(l, p, "exp_probs_b_vl.bias", {E}, dtype_class::f32, tensor_role::router, false);
-        add(l, p, "ffn_gate_exps.weight", {D, F, E}, dtype_class::routed_expert_v41, tensor_role::routed_expert);
-        add(l, p, "ffn_up_exps.weight", {D, F, E}, dtype_class::routed_expert_v41, tensor_role::routed_expert);
-        add(l, p, "ffn_down_exps.weight", {F, D, E}, dtype_class::routed_expert_v41, tensor_role::routed_expert);
+        add(l, p, "ffn_gate_exps.weight", {D, F, E}, dtype_class::routed_expert_v41,
+            tensor_role::routed_expert);
+        add(l, p, "ffn_up_exps.weight", {D, F, E}, dtype_class::routed_expert_v41,
+            tensor_role::routed_expert);
+        add(l, p, "ffn_down_exps.weight", {F, D, E}, dtype_class::routed_expert_v41,
+            tensor_role::routed_expert);
         add(l, p, "ffn_gate_shexp.weight", {D, F}, dtype_class::dense, tensor_role::shared_expert);
         add(l, p, "ffn_up_shexp.weight", {D, F}, dtype_class::dense, tensor_role::shared_expert);
         add(l, p, "ffn_down_shexp.weight", {F, D}, dtype_class::dense, tensor_role::shared_expert);
@@ -107,32 +121,39 @@ struct builder_v41 {
         const dspark_hparams& d = hp.v41.dspark;
         if (s == 0) {
             const auto T = static_cast<int64_t>(d.target_layers.size());
-            add(l, p, "dspark_main_proj.weight", {T * D, D}, dtype_class::dense, tensor_role::dspark, true, {"fc.weight"});
-            add(l, p, "dspark_main_norm.weight", {D}, dtype_class::norm_f32_bf16, tensor_role::dspark, true,
-                {"enc.output_norm.weight"});
+            add(l, p, "dspark_main_proj.weight", {T * D, D}, dtype_class::dense,
+                tensor_role::dspark, true, {"fc.weight"});
+            add(l, p, "dspark_main_norm.weight", {D}, dtype_class::norm_f32_bf16,
+                tensor_role::dspark, true, {"enc.output_norm.weight"});
         }
         if (s + 1 == hp.n_dspark()) {
             const int64_t Rm = d.markov_rank;
             const int64_t V = hp.n_vocab;
             add(l, p, "dspark_norm.weight", {D}, dtype_class::norm_f32_bf16, tensor_role::dspark);
-            add(l, p, "dspark_markov_embd.weight", {Rm, V}, dtype_class::float_any, tensor_role::dspark);
-            add(l, p, "dspark_markov_head.weight", {Rm, V}, dtype_class::float_any, tensor_role::dspark);
-            add(l, p, "dspark_conf.weight", {D + Rm, 1}, dtype_class::float_any, tensor_role::dspark);
+            add(l, p, "dspark_markov_embd.weight", {Rm, V}, dtype_class::float_any,
+                tensor_role::dspark);
+            add(l, p, "dspark_markov_head.weight", {Rm, V}, dtype_class::float_any,
+                tensor_role::dspark);
+            add(l, p, "dspark_conf.weight", {D + Rm, 1}, dtype_class::float_any,
+                tensor_role::dspark);
         }
     }
 };
 
 }  // namespace
 
-std::vector<tensor_spec> tensor_catalogue_v41(const hparams& hp, bool with_dspark, bool dspark_only) {
+std::vector<tensor_spec> tensor_catalogue_v41(const hparams& hp, bool with_dspark,
+                                              bool dspark_only) {
     std::vector<tensor_spec> out;
     builder_v41 b{hp, out};
     const int64_t D = hp.n_embd;
     if (!dspark_only) {
-        b.add(-1, "", "token_embd.weight", {D, hp.n_vocab}, dtype_class::dense, tensor_role::embedding);
+        b.add(-1, "", "token_embd.weight", {D, hp.n_vocab}, dtype_class::dense,
+              tensor_role::embedding);
         for (uint32_t il = 0; il < hp.n_layer; ++il) b.block(il);
         b.add(-1, "", "output_norm.weight", {D}, dtype_class::norm_f32_bf16, tensor_role::norm);
-        b.add(-1, "", "output.weight", {D, hp.n_vocab}, dtype_class::dense, tensor_role::output_head);
+        b.add(-1, "", "output.weight", {D, hp.n_vocab}, dtype_class::dense,
+              tensor_role::output_head);
     }
     if (with_dspark) {
         for (uint32_t s = 0; s < hp.n_dspark(); ++s) b.block(hp.n_layer + s);

@@ -81,15 +81,16 @@ void check_multipliers(const std::vector<int64_t>& multipliers, int max_ngram,
                        int64_t compressed_vocab, const char* what) {
     if (static_cast<int64_t>(multipliers.size()) != max_ngram) {
         throw Error(std::string("engram ") + what + ": expected " + std::to_string(max_ngram) +
-                    " hash multipliers (one per look-back), got " + std::to_string(multipliers.size()));
+                    " hash multipliers (one per look-back), got " +
+                    std::to_string(multipliers.size()));
     }
     const int64_t bound = multiplier_bound(compressed_vocab);
     for (size_t s = 0; s < multipliers.size(); ++s) {
         const int64_t m = multipliers[s];
         // 2 v + 1 with v in [0, bound): odd, in [1, 2 bound - 1].
         if (m < 1 || m % 2 == 0 || (m - 1) / 2 >= bound) {
-            throw Error(std::string("engram ") + what + ": multiplier " + std::to_string(s) + " = " +
-                        std::to_string(m) + " is not of the form 2v+1 with v in [0, " +
+            throw Error(std::string("engram ") + what + ": multiplier " + std::to_string(s) +
+                        " = " + std::to_string(m) + " is not of the form 2v+1 with v in [0, " +
                         std::to_string(bound) + ")");
         }
     }
@@ -103,8 +104,9 @@ std::vector<layer_hash> build_layers(int64_t vocab_size, int n_layers, int max_n
     const auto primes = bucket_primes(vocab_size, n_layers, max_ngram, n_head);
     const size_t n_col = static_cast<size_t>(max_ngram - 1) * static_cast<size_t>(n_head);
     if (multipliers.size() != static_cast<size_t>(n_layers) * static_cast<size_t>(max_ngram)) {
-        throw Error("engram: expected " + std::to_string(n_layers) + " x " + std::to_string(max_ngram) +
-                    " multipliers, got " + std::to_string(multipliers.size()));
+        throw Error("engram: expected " + std::to_string(n_layers) + " x " +
+                    std::to_string(max_ngram) + " multipliers, got " +
+                    std::to_string(multipliers.size()));
     }
     if (!expected_rows.empty() && expected_rows.size() != static_cast<size_t>(n_layers)) {
         throw Error("engram: expected " + std::to_string(n_layers) + " table row counts, got " +
@@ -128,7 +130,8 @@ std::vector<layer_hash> build_layers(int64_t vocab_size, int n_layers, int max_n
                                         : static_cast<int64_t>(m));
         }
         check_multipliers(L.multipliers, max_ngram, compressed_vocab, what.c_str());
-        if (!expected_rows.empty() && expected_rows[static_cast<size_t>(l)] != static_cast<uint64_t>(L.rows)) {
+        if (!expected_rows.empty() &&
+            expected_rows[static_cast<size_t>(l)] != static_cast<uint64_t>(L.rows)) {
             throw Error("engram " + what + ": num_embeddings is " +
                         std::to_string(expected_rows[static_cast<size_t>(l)]) +
                         " but the recomputed primes sum to " + std::to_string(L.rows));
@@ -136,8 +139,9 @@ std::vector<layer_hash> build_layers(int64_t vocab_size, int n_layers, int max_n
         for (size_t c = 0; c < n_col && !stored_primes.empty(); ++c) {
             const uint64_t got = stored_primes[static_cast<size_t>(l) * n_col + c];
             if (got != static_cast<uint64_t>(L.primes[c])) {
-                throw Error("engram " + what + ": stored prime of column " + std::to_string(c) + " is " +
-                            std::to_string(got) + ", recomputed " + std::to_string(L.primes[c]));
+                throw Error("engram " + what + ": stored prime of column " + std::to_string(c) +
+                            " is " + std::to_string(got) + ", recomputed " +
+                            std::to_string(L.primes[c]));
             }
         }
     }
@@ -165,15 +169,16 @@ void hash_positions(const std::vector<layer_hash>& layers, int max_ngram, int n_
     const int64_t first_read = std::max<int64_t>(0, p0 - (max_ngram - 1));
     const int64_t last_read = p0 + n_pos - 1;
     if (first_read < hist_pos0 || last_read >= hist_pos0 + hist_len) {
-        throw Error("engram: positions " + std::to_string(first_read) + ".." + std::to_string(last_read) +
-                    " are needed but the history holds " + std::to_string(hist_pos0) + ".." +
-                    std::to_string(hist_pos0 + hist_len - 1));
+        throw Error("engram: positions " + std::to_string(first_read) + ".." +
+                    std::to_string(last_read) + " are needed but the history holds " +
+                    std::to_string(hist_pos0) + ".." + std::to_string(hist_pos0 + hist_len - 1));
     }
     for (int64_t i = first_read; i <= last_read; ++i) {
         const int64_t id = hist[i - hist_pos0];
         if (id != kDead && (id < 0 || id >= compressed_vocab)) {
-            throw Error("engram: compressed id " + std::to_string(id) + " at position " + std::to_string(i) +
-                        " outside [0, " + std::to_string(compressed_vocab) + ")");
+            throw Error("engram: compressed id " + std::to_string(id) + " at position " +
+                        std::to_string(i) + " outside [0, " + std::to_string(compressed_vocab) +
+                        ")");
         }
     }
     const int64_t n_layers = static_cast<int64_t>(layers.size());
@@ -193,7 +198,8 @@ void hash_positions(const std::vector<layer_hash>& layers, int max_ngram, int n_
                 if (s == 0) continue;
                 for (int h = 0; h < n_head; ++h) {
                     const int64_t c = static_cast<int64_t>(s - 1) * n_head + h;
-                    o[c] = rolling % L.primes[static_cast<size_t>(c)] + L.offsets[static_cast<size_t>(c)];
+                    o[c] = rolling % L.primes[static_cast<size_t>(c)] +
+                           L.offsets[static_cast<size_t>(c)];
                 }
             }
         }
@@ -202,7 +208,8 @@ void hash_positions(const std::vector<layer_hash>& layers, int max_ngram, int n_
 
 int64_t row_bytes(int64_t head_dim) {
     if (head_dim <= 0 || head_dim % 32 != 0) {
-        throw Error("engram: head_dim must be a positive multiple of 32, got " + std::to_string(head_dim));
+        throw Error("engram: head_dim must be a positive multiple of 32, got " +
+                    std::to_string(head_dim));
     }
     return head_dim + head_dim / 32;
 }

@@ -13,9 +13,12 @@ namespace {
 using gguf::value;
 using gguf::value_type;
 
-std::string key_of(const std::string& arch, const char* suffix) { return arch + "." + suffix; }
+std::string key_of(const std::string& arch, const char* suffix) {
+    return arch + "." + suffix;
+}
 
-[[noreturn]] void key_error(const gguf::reader& f, const std::string& key, const std::string& what) {
+[[noreturn]] void key_error(const gguf::reader& f, const std::string& key,
+                            const std::string& what) {
     throw Error(strfmt("%s: metadata key '%s': %s", f.path().c_str(), key.c_str(), what.c_str()));
 }
 
@@ -42,7 +45,8 @@ uint32_t get_u32_opt(const gguf::reader& f, const std::string& key, uint32_t def
 uint64_t get_u32_or_u64(const gguf::reader& f, const std::string& key) {
     const value& v = require(f, key);
     if (v.type != value_type::u32 && v.type != value_type::u64) {
-        key_error(f, key, strfmt("expected type u32 or u64, got %s", gguf::value_type_name(v.type)));
+        key_error(f, key,
+                  strfmt("expected type u32 or u64, got %s", gguf::value_type_name(v.type)));
     }
     return v.u;
 }
@@ -52,12 +56,17 @@ float get_float(const gguf::reader& f, const std::string& key) {
     const value& v = require(f, key);
     switch (v.type) {
         case value_type::f32:
-        case value_type::f64: return static_cast<float>(v.f);
-        case value_type::u32: return static_cast<float>(v.u);
-        case value_type::i32: return static_cast<float>(v.i);
-        default: break;
+        case value_type::f64:
+            return static_cast<float>(v.f);
+        case value_type::u32:
+            return static_cast<float>(v.u);
+        case value_type::i32:
+            return static_cast<float>(v.i);
+        default:
+            break;
     }
-    key_error(f, key, strfmt("expected type f32, f64, u32 or i32, got %s", gguf::value_type_name(v.type)));
+    key_error(f, key,
+              strfmt("expected type f32, f64, u32 or i32, got %s", gguf::value_type_name(v.type)));
 }
 
 bool get_bool(const gguf::reader& f, const std::string& key) {
@@ -70,7 +79,8 @@ bool get_bool(const gguf::reader& f, const std::string& key) {
 
 std::vector<uint32_t> get_ratio_array(const gguf::reader& f, const std::string& key) {
     const value& v = require(f, key);
-    if (v.type != value_type::array || (v.elem_type != value_type::i32 && v.elem_type != value_type::u32)) {
+    if (v.type != value_type::array ||
+        (v.elem_type != value_type::i32 && v.elem_type != value_type::u32)) {
         key_error(f, key, "expected an array of i32 or u32");
     }
     std::vector<uint32_t> out;
@@ -78,7 +88,8 @@ std::vector<uint32_t> get_ratio_array(const gguf::reader& f, const std::string& 
     for (size_t i = 0; i < v.arr.size(); ++i) {
         const value& e = v.arr[i];
         int64_t x = e.type == value_type::i32 ? e.i : static_cast<int64_t>(e.u);
-        if (x < 0) key_error(f, key, strfmt("entry %zu is negative (%lld)", i, static_cast<long long>(x)));
+        if (x < 0)
+            key_error(f, key, strfmt("entry %zu is negative (%lld)", i, static_cast<long long>(x)));
         out.push_back(static_cast<uint32_t>(x));
     }
     return out;
@@ -86,7 +97,8 @@ std::vector<uint32_t> get_ratio_array(const gguf::reader& f, const std::string& 
 
 std::vector<float> get_float_array(const gguf::reader& f, const std::string& key) {
     const value& v = require(f, key);
-    if (v.type != value_type::array || (v.elem_type != value_type::f32 && v.elem_type != value_type::f64)) {
+    if (v.type != value_type::array ||
+        (v.elem_type != value_type::f32 && v.elem_type != value_type::f64)) {
         key_error(f, key, "expected an array of f32 or f64");
     }
     std::vector<float> out;
@@ -95,7 +107,9 @@ std::vector<float> get_float_array(const gguf::reader& f, const std::string& key
     return out;
 }
 
-bool is_pow2(uint32_t x) { return x != 0 && (x & (x - 1)) == 0; }
+bool is_pow2(uint32_t x) {
+    return x != 0 && (x & (x - 1)) == 0;
+}
 
 // The products that size tensors (catalogue shapes, int64 element counts), caches (n_ctx rows
 // of a head-wide entry per layer, uint64 bytes) and scratch stay far inside 64 bits for any
@@ -109,18 +123,23 @@ static_assert(uint64_t{L::kMaxRank} * L::kMaxHeads * L::kMaxHeadDim * 4 < kProdu
               "attn_q_b [q_lora, H * hd] and attn_output_a [hd * H / G, G * o_lora] in bytes");
 static_assert(uint64_t{L::kMaxHc} * L::kMaxEmbd * (2 + L::kMaxHc) * L::kMaxHc * 4 < kProductLimit,
               "HC mixers [n_hc * D, (2 + n_hc) * n_hc] in bytes");
-static_assert(uint64_t{L::kMaxEmbd} * L::kMaxVocab * 4 < kProductLimit, "token_embd / output in bytes");
-static_assert(L::kMaxContext * (L::kMaxHeadDim + L::kMaxIndexerHeadDim) * 4 * L::kMaxLayers < kProductLimit,
+static_assert(uint64_t{L::kMaxEmbd} * L::kMaxVocab * 4 < kProductLimit,
+              "token_embd / output in bytes");
+static_assert(L::kMaxContext * (L::kMaxHeadDim + L::kMaxIndexerHeadDim) * 4 * L::kMaxLayers <
+                  kProductLimit,
               "FP32 compressed KV + indexer rows of every layer for a whole context");
-static_assert(uint64_t{L::kMaxSlidingWindow} * 2 * L::kMaxHeadDim * 4 * (L::kMaxLayers + L::kMaxDSparkStages + 1) <
+static_assert(uint64_t{L::kMaxSlidingWindow} * 2 * L::kMaxHeadDim * 4 *
+                      (L::kMaxLayers + L::kMaxDSparkStages + 1) <
                   kProductLimit,
               "raw window rings of every block");
-static_assert(uint64_t{L::kMaxEngramVocab} * L::kMaxEngramPrimes * (L::kMaxEngramHeadDim + L::kMaxEngramHeadDim / 32) <
+static_assert(uint64_t{L::kMaxEngramVocab} * L::kMaxEngramPrimes *
+                      (L::kMaxEngramHeadDim + L::kMaxEngramHeadDim / 32) <
                   kProductLimit,
               "Engram table rows (the prime sums) x row bytes");
 static_assert(uint64_t{L::kMaxCandidateBlocks} * L::kMaxCandidateBlockSize < (uint64_t{1} << 31),
               "candidate pool positions fit an int32 index");
-static_assert(L::kMaxContext * 16 * 64 < kProductLimit, "per-thread indexer scratch for a whole context");
+static_assert(L::kMaxContext * 16 * 64 < kProductLimit,
+              "per-thread indexer scratch for a whole context");
 
 }  // namespace
 
@@ -145,14 +164,15 @@ void hparams::check_bounds() const {
     };
     auto at_most = [&](const char* field, uint64_t v, uint64_t max, const char* why) {
         if (v > max) {
-            fail(field, strfmt("expected at most %llu (%s), got %llu", static_cast<unsigned long long>(max), why,
+            fail(field, strfmt("expected at most %llu (%s), got %llu",
+                               static_cast<unsigned long long>(max), why,
                                static_cast<unsigned long long>(v)));
         }
     };
     auto entries_at_most = [&](const char* field, size_t n, uint64_t max, const char* why) {
         if (n > max) {
-            fail(field, strfmt("expected at most %llu entries (%s), got %zu", static_cast<unsigned long long>(max),
-                               why, n));
+            fail(field, strfmt("expected at most %llu entries (%s), got %zu",
+                               static_cast<unsigned long long>(max), why, n));
         }
     };
     at_most("block_count", n_layer, L::kMaxLayers, "the engine's bound on layers");
@@ -160,60 +180,83 @@ void hparams::check_bounds() const {
     at_most("embedding_length", n_embd, L::kMaxEmbd, "the engine's bound on the embedding width");
     at_most("vocab_size", n_vocab, L::kMaxVocab, "the engine's bound on the vocabulary");
     at_most("attention.head_count", n_head, L::kMaxHeads, "the backends' per-head buffers");
-    at_most("attention.key_length", n_head_dim, L::kMaxHeadDim, "the engine's bound on the head width");
-    at_most("attention.value_length", n_value_dim, L::kMaxHeadDim, "the engine's bound on the head width");
+    at_most("attention.key_length", n_head_dim, L::kMaxHeadDim,
+            "the engine's bound on the head width");
+    at_most("attention.value_length", n_value_dim, L::kMaxHeadDim,
+            "the engine's bound on the head width");
     at_most("rope.dimension_count", n_rot, L::kMaxRot, "the backends' RoPE tables");
     at_most("attention.q_lora_rank", n_q_lora, L::kMaxRank, "the engine's bound on ranks");
     at_most("attention.output_lora_rank", n_o_lora, L::kMaxRank, "the engine's bound on ranks");
-    at_most("attention.output_group_count", n_o_group, L::kMaxHeads, "the backends' per-head buffers");
+    at_most("attention.output_group_count", n_o_group, L::kMaxHeads,
+            "the backends' per-head buffers");
     at_most("expert_count", n_expert, L::kMaxExperts, "the engine's bound on experts");
-    at_most("expert_used_count", n_expert_used, L::kMaxExpertsUsed, "the routers' selection buffer");
-    at_most("expert_feed_forward_length", n_ff_exp, L::kMaxFeedForward, "the engine's bound on the expert width");
+    at_most("expert_used_count", n_expert_used, L::kMaxExpertsUsed,
+            "the routers' selection buffer");
+    at_most("expert_feed_forward_length", n_ff_exp, L::kMaxFeedForward,
+            "the engine's bound on the expert width");
     at_most("hash_layer_count", n_hash_layer, L::kMaxLayers, "the engine's bound on layers");
-    at_most("attention.sliding_window", n_swa, L::kMaxSlidingWindow, "the engine's bound on the window");
-    at_most("attention.indexer.head_count", n_indexer_head, L::kMaxHeads, "the backends' per-head buffers");
+    at_most("attention.sliding_window", n_swa, L::kMaxSlidingWindow,
+            "the engine's bound on the window");
+    at_most("attention.indexer.head_count", n_indexer_head, L::kMaxHeads,
+            "the backends' per-head buffers");
     at_most("attention.indexer.key_length", n_indexer_head_dim, L::kMaxIndexerHeadDim,
             "the CPU indexer's key buffer");
-    at_most("attention.indexer.top_k", n_indexer_top_k, L::kMaxIndexerTopK, "the engine's bound on top-k");
+    at_most("attention.indexer.top_k", n_indexer_top_k, L::kMaxIndexerTopK,
+            "the engine's bound on top-k");
     at_most("hyper_connection.count", n_hc, L::kMaxHc, "the backends' HC buffers");
     at_most("hyper_connection.sinkhorn_iterations", n_sinkhorn_iter, L::kMaxSinkhornIterations,
             "the engine's bound on Sinkhorn iterations");
     at_most("rope.scaling.original_context_length", rope_orig_ctx, L::kMaxContext,
             "the engine's bound on context tokens");
-    entries_at_most("attention.compress_ratios", compress_ratios.size(), L::kMaxBlockList, "blocks + 1");
+    entries_at_most("attention.compress_ratios", compress_ratios.size(), L::kMaxBlockList,
+                    "blocks + 1");
     entries_at_most("swiglu_clamp_exp", swiglu_clamp.size(), L::kMaxBlockList, "blocks + 1");
     if (!is_v41()) return;
 
     const v41_hparams& v = v41;
-    at_most("nextn_predict_layers", v.n_dspark, L::kMaxDSparkStages, "the engine's bound on DSpark stages");
-    entries_at_most("swiglu_clamp_shexp", v.swiglu_clamp_shexp.size(), L::kMaxBlockList, "blocks + 1");
-    entries_at_most("attention.kv_source_layer_ids", v.kv_sources.size(), L::kMaxLayers, "one per layer");
-    entries_at_most("attention.index_source_layer_ids", v.index_sources.size(), L::kMaxLayers, "one per layer");
+    at_most("nextn_predict_layers", v.n_dspark, L::kMaxDSparkStages,
+            "the engine's bound on DSpark stages");
+    entries_at_most("swiglu_clamp_shexp", v.swiglu_clamp_shexp.size(), L::kMaxBlockList,
+                    "blocks + 1");
+    entries_at_most("attention.kv_source_layer_ids", v.kv_sources.size(), L::kMaxLayers,
+                    "one per layer");
+    entries_at_most("attention.index_source_layer_ids", v.index_sources.size(), L::kMaxLayers,
+                    "one per layer");
     at_most("attention.candidate_topk_blocks", v.candidate_topk_blocks, L::kMaxCandidateBlocks,
             "the engine's bound on candidate blocks");
     at_most("attention.candidate_block_size", v.candidate_block_size, L::kMaxCandidateBlockSize,
             "the engine's bound on the candidate block");
     const engram_hparams& e = v.engram;
     entries_at_most("engram.layer_ids", e.layer_ids.size(), L::kMaxLayers, "one per layer");
-    at_most("engram.max_ngram_size", e.max_ngram, L::kMaxEngramNgram, "the engine's bound on n-gram sizes");
-    at_most("engram.head_count", e.n_head, L::kMaxEngramHeads, "the engine's bound on Engram heads");
-    at_most("engram.key_length", e.head_dim, L::kMaxEngramHeadDim, "the engine's bound on the Engram head width");
-    at_most("engram.vocab_size", e.vocab_size, L::kMaxEngramVocab, "the engine's bound on the prime search start");
-    at_most("engram.compressed_vocab_size", e.compressed_vocab, L::kMaxVocab, "the engine's bound on the vocabulary");
-    const uint64_t n_primes = static_cast<uint64_t>(e.layer_ids.size()) * (e.max_ngram > 1 ? e.max_ngram - 1 : 0) * e.n_head;
+    at_most("engram.max_ngram_size", e.max_ngram, L::kMaxEngramNgram,
+            "the engine's bound on n-gram sizes");
+    at_most("engram.head_count", e.n_head, L::kMaxEngramHeads,
+            "the engine's bound on Engram heads");
+    at_most("engram.key_length", e.head_dim, L::kMaxEngramHeadDim,
+            "the engine's bound on the Engram head width");
+    at_most("engram.vocab_size", e.vocab_size, L::kMaxEngramVocab,
+            "the engine's bound on the prime search start");
+    at_most("engram.compressed_vocab_size", e.compressed_vocab, L::kMaxVocab,
+            "the engine's bound on the vocabulary");
+    const uint64_t n_primes = static_cast<uint64_t>(e.layer_ids.size()) *
+                              (e.max_ngram > 1 ? e.max_ngram - 1 : 0) * e.n_head;
     if (n_primes > L::kMaxEngramPrimes) {
-        fail("engram.head_count",
-             strfmt("Engram layers x (max_ngram_size - 1) x head_count = %zu x %u x %u = %llu bucket primes: expected "
-                    "at most %llu (the primes are searched at load)",
-                    e.layer_ids.size(), e.max_ngram - 1, e.n_head, static_cast<unsigned long long>(n_primes),
-                    static_cast<unsigned long long>(L::kMaxEngramPrimes)));
+        fail("engram.head_count", strfmt("Engram layers x (max_ngram_size - 1) x head_count = %zu "
+                                         "x %u x %u = %llu bucket primes: expected "
+                                         "at most %llu (the primes are searched at load)",
+                                         e.layer_ids.size(), e.max_ngram - 1, e.n_head,
+                                         static_cast<unsigned long long>(n_primes),
+                                         static_cast<unsigned long long>(L::kMaxEngramPrimes)));
     }
     const dspark_hparams& d = v.dspark;
-    at_most("dspark.block_size", d.block_size, L::kMaxDSparkBlockSize, "the engine's bound on the draft block");
+    at_most("dspark.block_size", d.block_size, L::kMaxDSparkBlockSize,
+            "the engine's bound on the draft block");
     at_most("dspark.markov_rank", d.markov_rank, L::kMaxRank, "the engine's bound on ranks");
     at_most("dspark.expert_count", d.n_expert, L::kMaxExperts, "the engine's bound on experts");
-    at_most("dspark.expert_used_count", d.n_expert_used, L::kMaxExpertsUsed, "the routers' selection buffer");
-    entries_at_most("dspark.target_layer_ids", d.target_layers.size(), L::kMaxLayers, "one per layer");
+    at_most("dspark.expert_used_count", d.n_expert_used, L::kMaxExpertsUsed,
+            "the routers' selection buffer");
+    entries_at_most("dspark.target_layer_ids", d.target_layers.size(), L::kMaxLayers,
+                    "one per layer");
 }
 
 // The checks both architectures share, before their own.
@@ -227,8 +270,9 @@ void hparams::validate_shared() const {
     };
     positive("context_length", n_ctx_train);
     if (n_swa > n_ctx_train) {
-        fail("attention.sliding_window", strfmt("expected at most context_length = %llu, got %u",
-                                                static_cast<unsigned long long>(n_ctx_train), n_swa));
+        fail("attention.sliding_window",
+             strfmt("expected at most context_length = %llu, got %u",
+                    static_cast<unsigned long long>(n_ctx_train), n_swa));
     }
     positive("block_count", n_layer);
     positive("embedding_length", n_embd);
@@ -245,9 +289,14 @@ void hparams::validate_shared() const {
     positive("attention.sliding_window", n_swa);
     positive("hyper_connection.count", n_hc);
     positive("hyper_connection.sinkhorn_iterations", n_sinkhorn_iter);
-    if (n_head_kv != 1) fail("attention.head_count_kv", strfmt("expected 1 (one shared KV latent), got %u", n_head_kv));
+    if (n_head_kv != 1)
+        fail("attention.head_count_kv",
+             strfmt("expected 1 (one shared KV latent), got %u", n_head_kv));
     if (n_value_dim != n_head_dim) {
-        fail("attention.value_length", strfmt("expected %u (= attention.key_length: keys and values share one latent), got %u", n_head_dim, n_value_dim));
+        fail(
+            "attention.value_length",
+            strfmt("expected %u (= attention.key_length: keys and values share one latent), got %u",
+                   n_head_dim, n_value_dim));
     }
 }
 
@@ -259,39 +308,56 @@ void hparams::validate_v4() const {
         if (v == 0) fail(field, "must be > 0, got 0");
     };
     if (n_rot % 2 != 0 || n_rot > n_head_dim) {
-        fail("rope.dimension_count", strfmt("expected an even value <= key_length %u, got %u", n_head_dim, n_rot));
+        fail("rope.dimension_count",
+             strfmt("expected an even value <= key_length %u, got %u", n_head_dim, n_rot));
     }
     if (n_nope() % 64 != 0) {
-        fail("attention.key_length", strfmt("key_length - rope.dimension_count must be a multiple of 64 (FP8 blocks), got %u - %u", n_head_dim, n_rot));
+        fail("attention.key_length", strfmt("key_length - rope.dimension_count must be a multiple "
+                                            "of 64 (FP8 blocks), got %u - %u",
+                                            n_head_dim, n_rot));
     }
     if (n_head % n_o_group != 0) {
-        fail("attention.output_group_count", strfmt("must divide attention.head_count %u, got %u", n_head, n_o_group));
+        fail("attention.output_group_count",
+             strfmt("must divide attention.head_count %u, got %u", n_head, n_o_group));
     }
     if (n_expert_used > n_expert) {
-        fail("expert_used_count", strfmt("must be <= expert_count %u, got %u", n_expert, n_expert_used));
+        fail("expert_used_count",
+             strfmt("must be <= expert_count %u, got %u", n_expert, n_expert_used));
     }
-    if (n_expert_shared != 1) fail("expert_shared_count", strfmt("expected 1, got %u", n_expert_shared));
-    if (n_hash_layer > n_layer) fail("hash_layer_count", strfmt("must be <= block_count %u, got %u", n_layer, n_hash_layer));
+    if (n_expert_shared != 1)
+        fail("expert_shared_count", strfmt("expected 1, got %u", n_expert_shared));
+    if (n_hash_layer > n_layer)
+        fail("hash_layer_count",
+             strfmt("must be <= block_count %u, got %u", n_layer, n_hash_layer));
     if (n_expert_group > 1 || n_expert_group_used > 1) {
-        fail("expert_group_count", strfmt("grouped expert routing is not part of DeepSeek V4 (got %u / %u)", n_expert_group, n_expert_group_used));
+        fail("expert_group_count",
+             strfmt("grouped expert routing is not part of DeepSeek V4 (got %u / %u)",
+                    n_expert_group, n_expert_group_used));
     }
-    if (compress_ratios.size() < n_layer || compress_ratios.size() > static_cast<size_t>(n_layer) + 1) {
-        fail("attention.compress_ratios", strfmt("expected block_count = %u entries (+1 for the MTP block), got %zu", n_layer, compress_ratios.size()));
+    if (compress_ratios.size() < n_layer ||
+        compress_ratios.size() > static_cast<size_t>(n_layer) + 1) {
+        fail("attention.compress_ratios",
+             strfmt("expected block_count = %u entries (+1 for the MTP block), got %zu", n_layer,
+                    compress_ratios.size()));
     }
     bool any_r4 = false;
     for (uint32_t il = 0; il < n_layer; ++il) {
         uint32_t r = compress_ratios[il];
         if (r != 0 && r != 4 && r != 128) {
-            fail("attention.compress_ratios", strfmt("entry %u: expected 0, 4 or 128, got %u", il, r));
+            fail("attention.compress_ratios",
+                 strfmt("entry %u: expected 0, 4 or 128, got %u", il, r));
         }
         any_r4 = any_r4 || r == 4;
     }
     if (swiglu_clamp.size() < n_layer || swiglu_clamp.size() > static_cast<size_t>(n_layer) + 1) {
-        fail("swiglu_clamp_exp", strfmt("expected block_count = %u entries (+1 for the MTP block), got %zu", n_layer, swiglu_clamp.size()));
+        fail("swiglu_clamp_exp",
+             strfmt("expected block_count = %u entries (+1 for the MTP block), got %zu", n_layer,
+                    swiglu_clamp.size()));
     }
     for (uint32_t il = 0; il < n_layer; ++il) {
         if (!(swiglu_clamp[il] > 0.0f) || !std::isfinite(swiglu_clamp[il])) {
-            fail("swiglu_clamp_exp", strfmt("entry %u must be a positive finite value, got %g", il, static_cast<double>(swiglu_clamp[il])));
+            fail("swiglu_clamp_exp", strfmt("entry %u must be a positive finite value, got %g", il,
+                                            static_cast<double>(swiglu_clamp[il])));
         }
     }
     if (any_r4) {
@@ -299,22 +365,29 @@ void hparams::validate_v4() const {
         positive("attention.indexer.top_k", n_indexer_top_k);
         // A ratio-4 layer holds context_length / 4 compressed rows: no more can be selected.
         if (n_indexer_top_k > n_ctx_train / 4) {
-            fail("attention.indexer.top_k", strfmt("expected at most context_length / 4 = %llu (the compressed rows a ratio-4 layer holds), got %u",
-                                                   static_cast<unsigned long long>(n_ctx_train / 4), n_indexer_top_k));
+            fail("attention.indexer.top_k",
+                 strfmt("expected at most context_length / 4 = %llu (the compressed rows a ratio-4 "
+                        "layer holds), got %u",
+                        static_cast<unsigned long long>(n_ctx_train / 4), n_indexer_top_k));
         }
         if (!is_pow2(n_indexer_head_dim) || n_indexer_head_dim % 32 != 0) {
-            fail("attention.indexer.key_length", strfmt("expected a power of two >= 32 (Hadamard, FP4 blocks of 32), got %u", n_indexer_head_dim));
+            fail("attention.indexer.key_length",
+                 strfmt("expected a power of two >= 32 (Hadamard, FP4 blocks of 32), got %u",
+                        n_indexer_head_dim));
         }
         if (n_rot > n_indexer_head_dim) {
-            fail("attention.indexer.key_length", strfmt("must be >= rope.dimension_count %u, got %u", n_rot, n_indexer_head_dim));
+            fail("attention.indexer.key_length",
+                 strfmt("must be >= rope.dimension_count %u, got %u", n_rot, n_indexer_head_dim));
         }
     }
     auto positive_f = [&](const char* field, float v) {
-        if (!(v > 0.0f) || !std::isfinite(v)) fail(field, strfmt("must be a positive finite value, got %g", static_cast<double>(v)));
+        if (!(v > 0.0f) || !std::isfinite(v))
+            fail(field, strfmt("must be a positive finite value, got %g", static_cast<double>(v)));
     };
     // RoPE bases: the YaRN ramp divides by ln(base).
     auto greater_than_one = [&](const char* field, float v) {
-        if (!(v > 1.0f) || !std::isfinite(v)) fail(field, strfmt("must be a finite value > 1, got %g", static_cast<double>(v)));
+        if (!(v > 1.0f) || !std::isfinite(v))
+            fail(field, strfmt("must be a finite value > 1, got %g", static_cast<double>(v)));
     };
     greater_than_one("rope.freq_base", rope_freq_base);
     greater_than_one("attention.compress_rope_freq_base", compress_rope_freq_base);
@@ -330,12 +403,13 @@ void hparams::validate_v4() const {
 hparams read_hparams(const gguf::reader& f) {
     const value* archv = f.find("general.architecture");
     if (!archv) key_error(f, "general.architecture", "required key is missing");
-    if (archv->type != value_type::string) key_error(f, "general.architecture", "expected a string");
+    if (archv->type != value_type::string)
+        key_error(f, "general.architecture", "expected a string");
     if (archv->s == kArchDeepseek41) return read_hparams_v41(f);
     if (archv->s != kArchDeepseek4) {
         key_error(f, "general.architecture",
-                  strfmt("expected '%s', got '%s' (supported architectures: %s, %s)", kArchDeepseek4,
-                         archv->s.c_str(), kArchDeepseek4, kArchDeepseek41));
+                  strfmt("expected '%s', got '%s' (supported architectures: %s, %s)",
+                         kArchDeepseek4, archv->s.c_str(), kArchDeepseek4, kArchDeepseek41));
     }
     hparams hp;
     const std::string a = archv->s;
@@ -421,7 +495,8 @@ void write_hparams(gguf::writer& w, const hparams& hp) {
     std::vector<int32_t> ratios(hp.compress_ratios.begin(), hp.compress_ratios.end());
     w.set(key_of(a, "attention.compress_ratios"), value::make_i32_array(ratios));
     w.set(key_of(a, "swiglu_clamp_exp"), value::make_f32_array(hp.swiglu_clamp));
-    w.set(key_of(a, "rope.scaling.original_context_length"), value::make_u32(static_cast<uint32_t>(hp.rope_orig_ctx)));
+    w.set(key_of(a, "rope.scaling.original_context_length"),
+          value::make_u32(static_cast<uint32_t>(hp.rope_orig_ctx)));
     f32("rope.freq_base", hp.rope_freq_base);
     f32("rope.scaling.factor", hp.rope_scaling_factor);
     w.set(key_of(a, "rope.scaling.type"), value::make_string("yarn"));

@@ -34,7 +34,8 @@ constexpr const char* kArchDeepseek41 = "deepseek41";
 // (V4 Flash / Pro, V4.1 Flash, the gen-model presets; the largest value is in the comment) and
 // low enough that every product of bounded values that sizes a tensor, a cache or a scratch
 // buffer fits in 64 bits with a wide margin (static_asserts in hparams.cpp). Where a backend
-// has a fixed limit (stack arrays sized for it) the bound is that limit. Docs: docs/models.md, "Bounds".
+// has a fixed limit (stack arrays sized for it) the bound is that limit. Docs: docs/models.md,
+// "Bounds".
 namespace hparam_limits {
 // block_count, hash_layer_count: Pro has 61 layers; per-layer state is allocated per session.
 constexpr uint32_t kMaxLayers = 1024;
@@ -84,11 +85,11 @@ constexpr uint32_t kMaxCandidateBlockSize = 4096;
 // Engram (V4.1 Flash: N = 4, 8 heads of 256, search start 16M, 2 layers x 24 = 48 primes).
 // The primes are searched by trial division at load, twice: the start and the prime count
 // bound that work (about 20 ms at the bounds).
-constexpr uint32_t kMaxEngramNgram = 8;           // engram.max_ngram_size
-constexpr uint32_t kMaxEngramHeads = 64;          // engram.head_count
-constexpr uint32_t kMaxEngramHeadDim = 4096;      // engram.key_length
+constexpr uint32_t kMaxEngramNgram = 8;                  // engram.max_ngram_size
+constexpr uint32_t kMaxEngramHeads = 64;                 // engram.head_count
+constexpr uint32_t kMaxEngramHeadDim = 4096;             // engram.key_length
 constexpr uint32_t kMaxEngramVocab = uint32_t{1} << 28;  // engram.vocab_size (search start)
-constexpr uint64_t kMaxEngramPrimes = 512;        // Engram layers x (N - 1) x heads
+constexpr uint64_t kMaxEngramPrimes = 512;               // Engram layers x (N - 1) x heads
 // Entries of the per-block lists (attention.compress_ratios, swiglu_clamp_exp,
 // swiglu_clamp_shexp): every block and one spare entry (V4's MTP block, spec §12.6); validate()
 // also holds them to the model's own block count + 1.
@@ -108,18 +109,18 @@ const char* layer_mode_name(layer_mode m);
 
 // Engram (spec v41.md §3.9). Per-Engram-layer arrays are in layer_ids order.
 struct engram_hparams {
-    std::vector<uint32_t> layer_ids;          // engram.layer_ids (backbone layers)
-    std::vector<uint64_t> num_embeddings;     // engram.num_embeddings: table rows per layer
-    uint32_t vocab_size = 0;                  // engram.vocab_size: prime search start
-    uint32_t max_ngram = 0;                   // engram.max_ngram_size (N)
-    uint32_t n_head = 0;                      // engram.head_count (EH)
-    uint32_t head_dim = 0;                    // engram.key_length (ED)
-    uint32_t compressed_vocab = 0;            // engram.compressed_vocab_size
-    uint32_t pad_id = 0;                      // engram.pad_id: the COMPRESSED pad id
-    std::vector<int32_t> token_map;           // engram.token_map: [n_vocab] compressed ids
-    std::vector<uint64_t> multipliers;        // engram.multipliers: [layer][N] (from the file)
-    std::vector<uint64_t> primes;             // [layer][N-1][EH], recomputed (§3.9.2)
-    std::vector<uint64_t> offsets;            // [layer][(N-1)*EH], recomputed
+    std::vector<uint32_t> layer_ids;       // engram.layer_ids (backbone layers)
+    std::vector<uint64_t> num_embeddings;  // engram.num_embeddings: table rows per layer
+    uint32_t vocab_size = 0;               // engram.vocab_size: prime search start
+    uint32_t max_ngram = 0;                // engram.max_ngram_size (N)
+    uint32_t n_head = 0;                   // engram.head_count (EH)
+    uint32_t head_dim = 0;                 // engram.key_length (ED)
+    uint32_t compressed_vocab = 0;         // engram.compressed_vocab_size
+    uint32_t pad_id = 0;                   // engram.pad_id: the COMPRESSED pad id
+    std::vector<int32_t> token_map;        // engram.token_map: [n_vocab] compressed ids
+    std::vector<uint64_t> multipliers;     // engram.multipliers: [layer][N] (from the file)
+    std::vector<uint64_t> primes;          // [layer][N-1][EH], recomputed (§3.9.2)
+    std::vector<uint64_t> offsets;         // [layer][(N-1)*EH], recomputed
 
     uint32_t n_layers() const { return static_cast<uint32_t>(layer_ids.size()); }
     uint32_t n_col() const { return max_ngram > 0 ? (max_ngram - 1) * n_head : 0; }  // C
@@ -132,25 +133,25 @@ struct engram_hparams {
 
 // DSpark draft stages (spec v41.md §3.10).
 struct dspark_hparams {
-    uint32_t block_size = 0;                  // dspark.block_size (B_d)
-    uint32_t noise_token_id = 0;              // dspark.noise_token_id
-    std::vector<uint32_t> target_layers;      // dspark.target_layer_ids (taps: inputs of these)
-    uint32_t markov_rank = 0;                 // dspark.markov_rank (Rm)
-    uint32_t n_expert = 0;                    // dspark.expert_count (0: backbone's)
-    uint32_t n_expert_used = 0;               // dspark.expert_used_count (0: backbone's)
+    uint32_t block_size = 0;              // dspark.block_size (B_d)
+    uint32_t noise_token_id = 0;          // dspark.noise_token_id
+    std::vector<uint32_t> target_layers;  // dspark.target_layer_ids (taps: inputs of these)
+    uint32_t markov_rank = 0;             // dspark.markov_rank (Rm)
+    uint32_t n_expert = 0;                // dspark.expert_count (0: backbone's)
+    uint32_t n_expert_used = 0;           // dspark.expert_used_count (0: backbone's)
 };
 
 // The V4.1 additions to the V4 hyper-parameters.
 struct v41_hparams {
-    uint32_t n_dspark = 0;                    // nextn_predict_layers: DSpark stages
-    std::vector<uint32_t> kv_sources;         // attention.kv_source_layer_ids
-    std::vector<uint32_t> index_sources;      // attention.index_source_layer_ids
-    int32_t candidate_source = -1;            // attention.candidate_source_layer_id (-1: off)
-    uint32_t candidate_topk_blocks = 0;       // attention.candidate_topk_blocks (NB)
-    uint32_t candidate_block_size = 0;        // attention.candidate_block_size (B)
-    std::string scoring_func = "sqrtsoftplus";// expert_scoring_func
-    float gate_temp = 1.0f;                   // expert_gate_temp (optional)
-    std::vector<float> swiglu_clamp_shexp;    // swiglu_clamp_shexp (optional; empty: none)
+    uint32_t n_dspark = 0;                      // nextn_predict_layers: DSpark stages
+    std::vector<uint32_t> kv_sources;           // attention.kv_source_layer_ids
+    std::vector<uint32_t> index_sources;        // attention.index_source_layer_ids
+    int32_t candidate_source = -1;              // attention.candidate_source_layer_id (-1: off)
+    uint32_t candidate_topk_blocks = 0;         // attention.candidate_topk_blocks (NB)
+    uint32_t candidate_block_size = 0;          // attention.candidate_block_size (B)
+    std::string scoring_func = "sqrtsoftplus";  // expert_scoring_func
+    float gate_temp = 1.0f;                     // expert_gate_temp (optional)
+    std::vector<float> swiglu_clamp_shexp;      // swiglu_clamp_shexp (optional; empty: none)
     engram_hparams engram;
     dspark_hparams dspark;
 };
@@ -159,31 +160,31 @@ struct hparams {
     std::string arch = kArchDeepseek4;
     std::string name;  // general.name (informational)
 
-    uint32_t n_layer = 0;            // block_count (main stack, MTP excluded)
-    uint64_t n_ctx_train = 0;        // context_length (informational)
-    uint32_t n_embd = 0;             // embedding_length (D)
-    uint32_t n_vocab = 0;            // vocab_size
-    uint32_t n_head = 0;             // attention.head_count (H)
-    uint32_t n_head_kv = 1;          // attention.head_count_kv (single shared latent)
-    uint32_t n_head_dim = 0;         // attention.key_length (hd)
-    uint32_t n_value_dim = 0;        // attention.value_length (== hd)
-    uint32_t n_rot = 0;              // rope.dimension_count (rd, RoPE'd tail of each head)
-    uint32_t n_q_lora = 0;           // attention.q_lora_rank
-    uint32_t n_o_lora = 0;           // attention.output_lora_rank (per group)
-    uint32_t n_o_group = 0;          // attention.output_group_count (G)
-    uint32_t n_expert = 0;           // expert_count (E)
-    uint32_t n_expert_used = 0;      // expert_used_count (k)
-    uint32_t n_ff_exp = 0;           // expert_feed_forward_length (F)
-    uint32_t n_expert_shared = 0;    // expert_shared_count
-    uint32_t n_hash_layer = 0;       // hash_layer_count (first layers use tid2eid routing)
-    uint32_t n_expert_group = 0;     // expert_group_count (optional, 0 = none)
-    uint32_t n_expert_group_used = 0;// expert_group_used_count (optional)
-    uint32_t n_swa = 0;              // attention.sliding_window (W, raw rows incl. current)
-    uint32_t n_indexer_head = 0;     // attention.indexer.head_count (IH)
-    uint32_t n_indexer_head_dim = 0; // attention.indexer.key_length (Id)
-    uint32_t n_indexer_top_k = 0;    // attention.indexer.top_k (K_idx)
-    uint32_t n_hc = 0;               // hyper_connection.count (NHC)
-    uint32_t n_sinkhorn_iter = 0;    // hyper_connection.sinkhorn_iterations
+    uint32_t n_layer = 0;              // block_count (main stack, MTP excluded)
+    uint64_t n_ctx_train = 0;          // context_length (informational)
+    uint32_t n_embd = 0;               // embedding_length (D)
+    uint32_t n_vocab = 0;              // vocab_size
+    uint32_t n_head = 0;               // attention.head_count (H)
+    uint32_t n_head_kv = 1;            // attention.head_count_kv (single shared latent)
+    uint32_t n_head_dim = 0;           // attention.key_length (hd)
+    uint32_t n_value_dim = 0;          // attention.value_length (== hd)
+    uint32_t n_rot = 0;                // rope.dimension_count (rd, RoPE'd tail of each head)
+    uint32_t n_q_lora = 0;             // attention.q_lora_rank
+    uint32_t n_o_lora = 0;             // attention.output_lora_rank (per group)
+    uint32_t n_o_group = 0;            // attention.output_group_count (G)
+    uint32_t n_expert = 0;             // expert_count (E)
+    uint32_t n_expert_used = 0;        // expert_used_count (k)
+    uint32_t n_ff_exp = 0;             // expert_feed_forward_length (F)
+    uint32_t n_expert_shared = 0;      // expert_shared_count
+    uint32_t n_hash_layer = 0;         // hash_layer_count (first layers use tid2eid routing)
+    uint32_t n_expert_group = 0;       // expert_group_count (optional, 0 = none)
+    uint32_t n_expert_group_used = 0;  // expert_group_used_count (optional)
+    uint32_t n_swa = 0;                // attention.sliding_window (W, raw rows incl. current)
+    uint32_t n_indexer_head = 0;       // attention.indexer.head_count (IH)
+    uint32_t n_indexer_head_dim = 0;   // attention.indexer.key_length (Id)
+    uint32_t n_indexer_top_k = 0;      // attention.indexer.top_k (K_idx)
+    uint32_t n_hc = 0;                 // hyper_connection.count (NHC)
+    uint32_t n_sinkhorn_iter = 0;      // hyper_connection.sinkhorn_iterations
 
     // attention.compress_ratios: at least n_layer entries; entry n_layer (if present) is the
     // MTP block, which is always treated as ratio 0 (spec §12.6).
@@ -191,16 +192,16 @@ struct hparams {
     // swiglu_clamp_exp: at least n_layer entries.
     std::vector<float> swiglu_clamp;
 
-    uint64_t rope_orig_ctx = 0;       // rope.scaling.original_context_length
-    float rope_freq_base = 0;         // rope.freq_base (ratio-0 layers)
-    float rope_scaling_factor = 0;    // rope.scaling.factor (YaRN s)
-    float yarn_beta_fast = 0;         // rope.scaling.yarn_beta_fast
-    float yarn_beta_slow = 0;         // rope.scaling.yarn_beta_slow
-    float compress_rope_freq_base = 0;// attention.compress_rope_freq_base (ratio != 0 layers)
-    float expert_weights_scale = 0;   // expert_weights_scale (route scale)
-    float rms_eps = 0;                // attention.layer_norm_rms_epsilon
-    float hc_eps = 0;                 // hyper_connection.epsilon
-    bool expert_weights_norm = true;  // expert_weights_norm
+    uint64_t rope_orig_ctx = 0;         // rope.scaling.original_context_length
+    float rope_freq_base = 0;           // rope.freq_base (ratio-0 layers)
+    float rope_scaling_factor = 0;      // rope.scaling.factor (YaRN s)
+    float yarn_beta_fast = 0;           // rope.scaling.yarn_beta_fast
+    float yarn_beta_slow = 0;           // rope.scaling.yarn_beta_slow
+    float compress_rope_freq_base = 0;  // attention.compress_rope_freq_base (ratio != 0 layers)
+    float expert_weights_scale = 0;     // expert_weights_scale (route scale)
+    float rms_eps = 0;                  // attention.layer_norm_rms_epsilon
+    float hc_eps = 0;                   // hyper_connection.epsilon
+    bool expert_weights_norm = true;    // expert_weights_norm
 
     // V4.1 only (arch == deepseek41); default-constructed for V4.
     v41_hparams v41;
@@ -235,7 +236,9 @@ struct hparams {
     uint32_t count_mode(layer_mode m) const;
     // Position of il in engram.layer_ids, -1 when il has no Engram.
     int32_t engram_index(uint32_t il) const;
-    uint32_t dspark_n_expert() const { return v41.dspark.n_expert ? v41.dspark.n_expert : n_expert; }
+    uint32_t dspark_n_expert() const {
+        return v41.dspark.n_expert ? v41.dspark.n_expert : n_expert;
+    }
     uint32_t dspark_n_expert_used() const {
         return v41.dspark.n_expert_used ? v41.dspark.n_expert_used : n_expert_used;
     }
@@ -250,7 +253,7 @@ struct hparams {
     // first field above its bound. Safe on a partly read struct (defaults are zero).
     void check_bounds() const;
 
-private:
+  private:
     void validate_shared() const;
     void validate_v4() const;
     void validate_v41() const;

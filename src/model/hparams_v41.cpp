@@ -68,14 +68,17 @@ value json_to_value(const nlohmann::json& j, bool* ok) {
                 items.push_back(value::make_u64(e.get<uint64_t>()));
             }
         }
-        const value_type et = any_float ? value_type::f64 : any_signed ? value_type::i64 : value_type::u64;
+        const value_type et = any_float    ? value_type::f64
+                              : any_signed ? value_type::i64
+                                           : value_type::u64;
         return value::make_array(et, std::move(items));
     }
     *ok = false;
     return {};
 }
 
-void flatten_json(const nlohmann::json& obj, const std::string& prefix, std::map<std::string, value>& out) {
+void flatten_json(const nlohmann::json& obj, const std::string& prefix,
+                  std::map<std::string, value>& out) {
     for (auto it = obj.begin(); it != obj.end(); ++it) {
         const std::string key = prefix + it.key();
         if (it->is_object()) {
@@ -89,18 +92,20 @@ void flatten_json(const nlohmann::json& obj, const std::string& prefix, std::map
 }
 
 class key_lookup {
-public:
+  public:
     explicit key_lookup(const gguf::reader& f) : f_(f), a_(kArchDeepseek41) {
         const std::string cfg_key = a_ + ".config";
         const value* cfg = f.find(cfg_key);
         if (!cfg) return;
-        if (cfg->type != value_type::string) error_at("metadata key '" + cfg_key + "'", "expected a JSON string");
+        if (cfg->type != value_type::string)
+            error_at("metadata key '" + cfg_key + "'", "expected a JSON string");
         nlohmann::json j = nlohmann::json::parse(cfg->s, nullptr, false);
         if (j.is_discarded() || !j.is_object()) {
             error_at("metadata key '" + cfg_key + "'", "not a valid JSON object");
         }
         // Text keys live in text_config (HF); the top level adds the rest (image_token_id).
-        if (j.contains("text_config") && j["text_config"].is_object()) flatten_json(j["text_config"], "", json_);
+        if (j.contains("text_config") && j["text_config"].is_object())
+            flatten_json(j["text_config"], "", json_);
         flatten_json(j, "", json_);
         has_json_ = true;
     }
@@ -108,16 +113,20 @@ public:
     const gguf::reader& file() const { return f_; }
     std::string key(const std::string& suffix) const { return a_ + "." + suffix; }
 
-    std::optional<found_value> find(const std::string& proposed, std::initializer_list<const char*> hf) const {
-        if (const value* v = f_.find(key(proposed))) return found_value{v, "metadata key '" + key(proposed) + "'"};
+    std::optional<found_value> find(const std::string& proposed,
+                                    std::initializer_list<const char*> hf) const {
+        if (const value* v = f_.find(key(proposed)))
+            return found_value{v, "metadata key '" + key(proposed) + "'"};
         for (const char* h : hf) {
-            if (const value* v = f_.find(key(h))) return found_value{v, "metadata key '" + key(h) + "'"};
+            if (const value* v = f_.find(key(h)))
+                return found_value{v, "metadata key '" + key(h) + "'"};
         }
         if (has_json_) {
             for (const char* h : hf) {
                 auto it = json_.find(h);
                 if (it != json_.end()) {
-                    return found_value{&it->second, strfmt("field '%s' of '%s'", h, key("config").c_str())};
+                    return found_value{&it->second,
+                                       strfmt("field '%s' of '%s'", h, key("config").c_str())};
                 }
             }
         }
@@ -140,7 +149,7 @@ public:
         throw Error(strfmt("%s: %s: %s", f_.path().c_str(), where.c_str(), what.c_str()));
     }
 
-private:
+  private:
     const gguf::reader& f_;
     std::string a_;
     std::map<std::string, value> json_;
@@ -152,14 +161,23 @@ private:
 
 bool is_int_type(value_type t) {
     switch (t) {
-        case value_type::u8: case value_type::u16: case value_type::u32: case value_type::u64:
-        case value_type::i8: case value_type::i16: case value_type::i32: case value_type::i64: return true;
-        default: return false;
+        case value_type::u8:
+        case value_type::u16:
+        case value_type::u32:
+        case value_type::u64:
+        case value_type::i8:
+        case value_type::i16:
+        case value_type::i32:
+        case value_type::i64:
+            return true;
+        default:
+            return false;
     }
 }
 
 bool is_signed_type(value_type t) {
-    return t == value_type::i8 || t == value_type::i16 || t == value_type::i32 || t == value_type::i64;
+    return t == value_type::i8 || t == value_type::i16 || t == value_type::i32 ||
+           t == value_type::i64;
 }
 
 // Integer value as a signed 128-bit-safe pair: returns false for non-integers.
@@ -172,20 +190,31 @@ bool as_int(const value& v, int64_t* i, uint64_t* u, bool* neg) {
     } else {
         *neg = false;
         *u = v.u;
-        *i = v.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? -1 : static_cast<int64_t>(v.u);
+        *i = v.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                 ? -1
+                 : static_cast<int64_t>(v.u);
     }
     return true;
 }
 
-const char* type_word(const value& v) { return gguf::value_type_name(v.type); }
+const char* type_word(const value& v) {
+    return gguf::value_type_name(v.type);
+}
 
-uint64_t to_u64(const key_lookup& k, const found_value& fv, uint64_t max = std::numeric_limits<uint64_t>::max()) {
+uint64_t to_u64(const key_lookup& k, const found_value& fv,
+                uint64_t max = std::numeric_limits<uint64_t>::max()) {
     int64_t i = 0;
     uint64_t u = 0;
     bool neg = false;
-    if (!as_int(*fv.v, &i, &u, &neg)) k.error_at(fv.where, strfmt("expected an integer, got %s", type_word(*fv.v)));
-    if (neg) k.error_at(fv.where, strfmt("expected a non-negative integer, got %lld", static_cast<long long>(i)));
-    if (u > max) k.error_at(fv.where, strfmt("value %llu is out of range (max %llu)", static_cast<unsigned long long>(u), static_cast<unsigned long long>(max)));
+    if (!as_int(*fv.v, &i, &u, &neg))
+        k.error_at(fv.where, strfmt("expected an integer, got %s", type_word(*fv.v)));
+    if (neg)
+        k.error_at(fv.where,
+                   strfmt("expected a non-negative integer, got %lld", static_cast<long long>(i)));
+    if (u > max)
+        k.error_at(fv.where, strfmt("value %llu is out of range (max %llu)",
+                                    static_cast<unsigned long long>(u),
+                                    static_cast<unsigned long long>(max)));
     return u;
 }
 
@@ -197,12 +226,15 @@ int32_t to_i32(const key_lookup& k, const found_value& fv) {
     int64_t i = 0;
     uint64_t u = 0;
     bool neg = false;
-    if (!as_int(*fv.v, &i, &u, &neg)) k.error_at(fv.where, strfmt("expected an integer, got %s", type_word(*fv.v)));
+    if (!as_int(*fv.v, &i, &u, &neg))
+        k.error_at(fv.where, strfmt("expected an integer, got %s", type_word(*fv.v)));
     if (!neg && u > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-        k.error_at(fv.where, strfmt("value %llu is out of range for i32", static_cast<unsigned long long>(u)));
+        k.error_at(fv.where, strfmt("value %llu is out of range for i32",
+                                    static_cast<unsigned long long>(u)));
     }
     if (neg && i < std::numeric_limits<int32_t>::min()) {
-        k.error_at(fv.where, strfmt("value %lld is out of range for i32", static_cast<long long>(i)));
+        k.error_at(fv.where,
+                   strfmt("value %lld is out of range for i32", static_cast<long long>(i)));
     }
     return static_cast<int32_t>(neg ? i : static_cast<int64_t>(u));
 }
@@ -218,12 +250,14 @@ float to_float(const key_lookup& k, const found_value& fv) {
 }
 
 bool to_bool(const key_lookup& k, const found_value& fv) {
-    if (fv.v->type != value_type::boolean) k.error_at(fv.where, strfmt("expected type bool, got %s", type_word(*fv.v)));
+    if (fv.v->type != value_type::boolean)
+        k.error_at(fv.where, strfmt("expected type bool, got %s", type_word(*fv.v)));
     return fv.v->u != 0;
 }
 
 std::string to_string(const key_lookup& k, const found_value& fv) {
-    if (fv.v->type != value_type::string) k.error_at(fv.where, strfmt("expected a string, got %s", type_word(*fv.v)));
+    if (fv.v->type != value_type::string)
+        k.error_at(fv.where, strfmt("expected a string, got %s", type_word(*fv.v)));
     return fv.v->s;
 }
 
@@ -244,8 +278,12 @@ std::vector<uint64_t> to_u64_array(const key_lookup& k, const found_value& fv,
         uint64_t u = 0;
         bool neg = false;
         as_int(items[n], &i, &u, &neg);
-        if (neg) k.error_at(fv.where, strfmt("entry %zu is negative (%lld)", n, static_cast<long long>(i)));
-        if (u > max) k.error_at(fv.where, strfmt("entry %zu (%llu) is out of range", n, static_cast<unsigned long long>(u)));
+        if (neg)
+            k.error_at(fv.where,
+                       strfmt("entry %zu is negative (%lld)", n, static_cast<long long>(i)));
+        if (u > max)
+            k.error_at(fv.where, strfmt("entry %zu (%llu) is out of range", n,
+                                        static_cast<unsigned long long>(u)));
         out.push_back(u);
     }
     return out;
@@ -253,13 +291,15 @@ std::vector<uint64_t> to_u64_array(const key_lookup& k, const found_value& fv,
 
 std::vector<uint32_t> to_u32_array(const key_lookup& k, const found_value& fv) {
     std::vector<uint32_t> out;
-    for (uint64_t x : to_u64_array(k, fv, std::numeric_limits<uint32_t>::max())) out.push_back(static_cast<uint32_t>(x));
+    for (uint64_t x : to_u64_array(k, fv, std::numeric_limits<uint32_t>::max()))
+        out.push_back(static_cast<uint32_t>(x));
     return out;
 }
 
 std::vector<int32_t> to_i32_array(const key_lookup& k, const found_value& fv) {
     std::vector<int32_t> out;
-    for (uint64_t x : to_u64_array(k, fv, static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))) {
+    for (uint64_t x :
+         to_u64_array(k, fv, static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))) {
         out.push_back(static_cast<int32_t>(x));
     }
     return out;
@@ -275,7 +315,8 @@ std::vector<float> to_float_list(const key_lookup& k, const found_value& fv, siz
         if (e.type == value_type::f32 || e.type == value_type::f64) {
             out.push_back(static_cast<float>(e.f));
         } else if (is_int_type(e.type)) {
-            out.push_back(is_signed_type(e.type) ? static_cast<float>(e.i) : static_cast<float>(e.u));
+            out.push_back(is_signed_type(e.type) ? static_cast<float>(e.i)
+                                                 : static_cast<float>(e.u));
         } else {
             k.error_at(fv.where, strfmt("entry %zu: expected a number", i));
         }
@@ -283,7 +324,9 @@ std::vector<float> to_float_list(const key_lookup& k, const found_value& fv, siz
     return out;
 }
 
-bool is_pow2(uint32_t x) { return x != 0 && (x & (x - 1)) == 0; }
+bool is_pow2(uint32_t x) {
+    return x != 0 && (x & (x - 1)) == 0;
+}
 
 std::string list_str(const std::vector<uint32_t>& v) {
     std::string s = "[";
@@ -299,22 +342,28 @@ std::string list_str(const std::vector<uint32_t>& v) {
 
 const char* layer_mode_name(layer_mode m) {
     switch (m) {
-        case layer_mode::swa_only: return "swa";
-        case layer_mode::full: return "full";
-        case layer_mode::reindex: return "reindex";
-        case layer_mode::reuse: return "reuse";
-        case layer_mode::dspark: return "dspark";
+        case layer_mode::swa_only:
+            return "swa";
+        case layer_mode::full:
+            return "full";
+        case layer_mode::reindex:
+            return "reindex";
+        case layer_mode::reuse:
+            return "reuse";
+        case layer_mode::dspark:
+            return "dspark";
     }
     return "?";
 }
 
 bool hparams::is_kv_source(uint32_t il) const {
-    return il < n_layer && std::find(v41.kv_sources.begin(), v41.kv_sources.end(), il) != v41.kv_sources.end();
+    return il < n_layer &&
+           std::find(v41.kv_sources.begin(), v41.kv_sources.end(), il) != v41.kv_sources.end();
 }
 
 bool hparams::is_index_source(uint32_t il) const {
-    return il < n_layer &&
-           std::find(v41.index_sources.begin(), v41.index_sources.end(), il) != v41.index_sources.end();
+    return il < n_layer && std::find(v41.index_sources.begin(), v41.index_sources.end(), il) !=
+                               v41.index_sources.end();
 }
 
 bool hparams::is_candidate_src(uint32_t il) const {
@@ -322,7 +371,8 @@ bool hparams::is_candidate_src(uint32_t il) const {
 }
 
 bool hparams::uses_candidates(uint32_t il) const {
-    return is_index_source(il) && v41.candidate_source >= 0 && v41.candidate_source < static_cast<int64_t>(il);
+    return is_index_source(il) && v41.candidate_source >= 0 &&
+           v41.candidate_source < static_cast<int64_t>(il);
 }
 
 int32_t hparams::kv_source(uint32_t il) const {
@@ -368,16 +418,19 @@ int32_t hparams::engram_index(uint32_t il) const {
 
 uint64_t engram_hparams::multiplier_bound() const {
     if (compressed_vocab == 0) return 1;
-    const uint64_t b = (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / compressed_vocab) / 2;
+    const uint64_t b =
+        (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / compressed_vocab) / 2;
     return std::max<uint64_t>(b, 1);
 }
 
-std::vector<uint64_t> engram_primes(uint64_t vocab_size, uint32_t max_ngram, uint32_t n_head, size_t n_layers) {
+std::vector<uint64_t> engram_primes(uint64_t vocab_size, uint32_t max_ngram, uint32_t n_head,
+                                    size_t n_layers) {
     std::vector<uint64_t> out;
     if (max_ngram < 2 || vocab_size == 0 || n_head == 0) return out;
     // The search itself is engram::bucket_primes (model/engram_hash.h), flattened.
-    for (const auto& layer : engram::bucket_primes(static_cast<int64_t>(vocab_size), static_cast<int>(n_layers),
-                                                   static_cast<int>(max_ngram), static_cast<int>(n_head))) {
+    for (const auto& layer :
+         engram::bucket_primes(static_cast<int64_t>(vocab_size), static_cast<int>(n_layers),
+                               static_cast<int>(max_ngram), static_cast<int>(n_head))) {
         out.insert(out.end(), layer.begin(), layer.end());
     }
     return out;
@@ -404,60 +457,98 @@ void hparams::validate_v41() const {
         if (v == 0) fail(field, "must be > 0, got 0");
     };
     auto positive_f = [&](const char* field, float v) {
-        if (!(v > 0.0f) || !std::isfinite(v)) fail(field, strfmt("must be a positive finite value, got %g", static_cast<double>(v)));
+        if (!(v > 0.0f) || !std::isfinite(v))
+            fail(field, strfmt("must be a positive finite value, got %g", static_cast<double>(v)));
     };
     auto mult32 = [&](const char* field, const char* what, uint64_t v) {
-        if (v % 32 != 0) fail(field, strfmt("%s = %llu must be a multiple of 32 (FP8/FP4 blocks of 32, C6)", what, static_cast<unsigned long long>(v)));
+        if (v % 32 != 0)
+            fail(field, strfmt("%s = %llu must be a multiple of 32 (FP8/FP4 blocks of 32, C6)",
+                               what, static_cast<unsigned long long>(v)));
     };
-    if (n_head % n_o_group != 0) fail("attention.output_group_count", strfmt("must divide attention.head_count %u, got %u (C6)", n_head, n_o_group));
-    if (n_expert_used > n_expert) fail("expert_used_count", strfmt("must be <= expert_count %u, got %u", n_expert, n_expert_used));
-    if (n_expert_shared != 1) fail("expert_shared_count", strfmt("expected 1, got %u", n_expert_shared));
-    if (n_hash_layer != 0) fail("hash_layer_count", strfmt("DeepSeek V4.1 has no hash-routed layers: expected 0, got %u", n_hash_layer));
+    if (n_head % n_o_group != 0)
+        fail("attention.output_group_count",
+             strfmt("must divide attention.head_count %u, got %u (C6)", n_head, n_o_group));
+    if (n_expert_used > n_expert)
+        fail("expert_used_count",
+             strfmt("must be <= expert_count %u, got %u", n_expert, n_expert_used));
+    if (n_expert_shared != 1)
+        fail("expert_shared_count", strfmt("expected 1, got %u", n_expert_shared));
+    if (n_hash_layer != 0)
+        fail("hash_layer_count",
+             strfmt("DeepSeek V4.1 has no hash-routed layers: expected 0, got %u", n_hash_layer));
     if (n_expert_group > 1 || n_expert_group_used > 1) {
-        fail("expert_group_count", strfmt("grouped expert routing is not part of DeepSeek V4.1 (got %u / %u)", n_expert_group, n_expert_group_used));
+        fail("expert_group_count",
+             strfmt("grouped expert routing is not part of DeepSeek V4.1 (got %u / %u)",
+                    n_expert_group, n_expert_group_used));
     }
-    if (v41.scoring_func != "sqrtsoftplus" && v41.scoring_func != "softmax" && v41.scoring_func != "sigmoid") {
-        fail("expert_scoring_func", strfmt("expected sqrtsoftplus, softmax or sigmoid, got '%s'", v41.scoring_func.c_str()));
+    if (v41.scoring_func != "sqrtsoftplus" && v41.scoring_func != "softmax" &&
+        v41.scoring_func != "sigmoid") {
+        fail("expert_scoring_func", strfmt("expected sqrtsoftplus, softmax or sigmoid, got '%s'",
+                                           v41.scoring_func.c_str()));
     }
     positive_f("expert_gate_temp", v41.gate_temp);
 
     // C1: ratio list covers the backbone and the DSpark stages; 0/1/2 only; stages 0.
     const uint32_t n_blocks = n_layer + v41.n_dspark;
-    if (compress_ratios.size() < n_blocks || compress_ratios.size() > static_cast<size_t>(n_blocks) + 1) {
-        fail("attention.compress_ratios", strfmt("expected block_count + nextn_predict_layers = %u entries (+1 spare), got %zu (C1)", n_blocks, compress_ratios.size()));
+    if (compress_ratios.size() < n_blocks ||
+        compress_ratios.size() > static_cast<size_t>(n_blocks) + 1) {
+        fail(
+            "attention.compress_ratios",
+            strfmt(
+                "expected block_count + nextn_predict_layers = %u entries (+1 spare), got %zu (C1)",
+                n_blocks, compress_ratios.size()));
     }
     for (uint32_t il = 0; il < n_blocks; ++il) {
         const uint32_t r = compress_ratios[il];
-        if (r > 2) fail("attention.compress_ratios", strfmt("entry %u: expected 0, 1 or 2, got %u (C1)", il, r));
+        if (r > 2)
+            fail("attention.compress_ratios",
+                 strfmt("entry %u: expected 0, 1 or 2, got %u (C1)", il, r));
         if (il >= n_layer && r != 0) {
-            fail("attention.compress_ratios", strfmt("entry %u is DSpark stage %u and must be 0, got %u (C1)", il, il - n_layer, r));
+            fail("attention.compress_ratios",
+                 strfmt("entry %u is DSpark stage %u and must be 0, got %u (C1)", il, il - n_layer,
+                        r));
         }
     }
     if (swiglu_clamp.size() < n_layer || swiglu_clamp.size() > static_cast<size_t>(n_blocks) + 1) {
-        fail("swiglu_clamp_exp", strfmt("expected block_count = %u to block_count + nextn_predict_layers + 1 = %u entries, got %zu", n_layer, n_blocks + 1, swiglu_clamp.size()));
+        fail("swiglu_clamp_exp", strfmt("expected block_count = %u to block_count + "
+                                        "nextn_predict_layers + 1 = %u entries, got %zu",
+                                        n_layer, n_blocks + 1, swiglu_clamp.size()));
     }
     if (v41.swiglu_clamp_shexp.size() > static_cast<size_t>(n_blocks) + 1) {
-        fail("swiglu_clamp_shexp", strfmt("expected at most block_count + nextn_predict_layers + 1 = %u entries, got %zu", n_blocks + 1, v41.swiglu_clamp_shexp.size()));
+        fail("swiglu_clamp_shexp",
+             strfmt("expected at most block_count + nextn_predict_layers + 1 = %u entries, got %zu",
+                    n_blocks + 1, v41.swiglu_clamp_shexp.size()));
     }
     for (size_t i = 0; i < swiglu_clamp.size(); ++i) {
         if (!(swiglu_clamp[i] > 0.0f) || !std::isfinite(swiglu_clamp[i])) {
-            fail("swiglu_clamp_exp", strfmt("entry %zu must be a positive finite value, got %g", i, static_cast<double>(swiglu_clamp[i])));
+            fail("swiglu_clamp_exp", strfmt("entry %zu must be a positive finite value, got %g", i,
+                                            static_cast<double>(swiglu_clamp[i])));
         }
     }
 
     // C2: strictly increasing backbone layers with r > 0; kv_sources within index_sources.
     auto check_sources = [&](const char* field, const std::vector<uint32_t>& src) {
         for (size_t i = 0; i < src.size(); ++i) {
-            if (i > 0 && src[i] <= src[i - 1]) fail(field, strfmt("must be strictly increasing, got %s (C2)", list_str(src).c_str()));
-            if (src[i] >= n_layer) fail(field, strfmt("layer %u is not a backbone layer (block_count %u) (C2)", src[i], n_layer));
-            if (compress_ratios[src[i]] == 0) fail(field, strfmt("layer %u has attention.compress_ratios[%u] = 0; sources need ratio > 0 (C2)", src[i], src[i]));
+            if (i > 0 && src[i] <= src[i - 1])
+                fail(field,
+                     strfmt("must be strictly increasing, got %s (C2)", list_str(src).c_str()));
+            if (src[i] >= n_layer)
+                fail(field, strfmt("layer %u is not a backbone layer (block_count %u) (C2)", src[i],
+                                   n_layer));
+            if (compress_ratios[src[i]] == 0)
+                fail(field, strfmt("layer %u has attention.compress_ratios[%u] = 0; sources need "
+                                   "ratio > 0 (C2)",
+                                   src[i], src[i]));
         }
     };
     check_sources("attention.kv_source_layer_ids", v41.kv_sources);
     check_sources("attention.index_source_layer_ids", v41.index_sources);
     for (uint32_t s : v41.kv_sources) {
         if (!is_index_source(s)) {
-            fail("attention.kv_source_layer_ids", strfmt("KV source %u is not an index source: kv sources %s must be a subset of attention.index_source_layer_ids %s (C2)", s, list_str(v41.kv_sources).c_str(), list_str(v41.index_sources).c_str()));
+            fail("attention.kv_source_layer_ids",
+                 strfmt("KV source %u is not an index source: kv sources %s must be a subset of "
+                        "attention.index_source_layer_ids %s (C2)",
+                        s, list_str(v41.kv_sources).c_str(), list_str(v41.index_sources).c_str()));
         }
     }
     // C3: one coordinate space per compressed layer.
@@ -466,62 +557,106 @@ void hparams::validate_v41() const {
         if (r == 0) continue;
         const int32_t ks = kv_source(il);
         const int32_t is = index_source(il);
-        if (ks < 0) fail("attention.kv_source_layer_ids", strfmt("layer %u (ratio %u) has no KV source at or before it (C3)", il, r));
-        if (is < 0) fail("attention.index_source_layer_ids", strfmt("layer %u (ratio %u) has no index source at or before it (C3)", il, r));
+        if (ks < 0)
+            fail("attention.kv_source_layer_ids",
+                 strfmt("layer %u (ratio %u) has no KV source at or before it (C3)", il, r));
+        if (is < 0)
+            fail("attention.index_source_layer_ids",
+                 strfmt("layer %u (ratio %u) has no index source at or before it (C3)", il, r));
         if (compress_ratios[static_cast<uint32_t>(ks)] != r) {
-            fail("attention.kv_source_layer_ids", strfmt("layer %u has ratio %u but its KV source %d has ratio %u (C3)", il, r, ks, compress_ratios[static_cast<uint32_t>(ks)]));
+            fail("attention.kv_source_layer_ids",
+                 strfmt("layer %u has ratio %u but its KV source %d has ratio %u (C3)", il, r, ks,
+                        compress_ratios[static_cast<uint32_t>(ks)]));
         }
         if (kv_source(static_cast<uint32_t>(is)) != ks) {
-            fail("attention.index_source_layer_ids", strfmt("layer %u: its index source %d reads KV source %d, but the layer reads KV source %d (C3)", il, is, kv_source(static_cast<uint32_t>(is)), ks));
+            fail("attention.index_source_layer_ids",
+                 strfmt("layer %u: its index source %d reads KV source %d, but the layer reads KV "
+                        "source %d (C3)",
+                        il, is, kv_source(static_cast<uint32_t>(is)), ks));
         }
     }
     // C4: candidate source.
-    if (v41.candidate_source < -1) fail("attention.candidate_source_layer_id", strfmt("expected -1 (off) or a layer, got %d (C4)", v41.candidate_source));
+    if (v41.candidate_source < -1)
+        fail("attention.candidate_source_layer_id",
+             strfmt("expected -1 (off) or a layer, got %d (C4)", v41.candidate_source));
     if (v41.candidate_source >= 0) {
         const auto cs = static_cast<uint32_t>(v41.candidate_source);
-        if (!is_index_source(cs)) fail("attention.candidate_source_layer_id", strfmt("layer %u is not an index source (C4)", cs));
+        if (!is_index_source(cs))
+            fail("attention.candidate_source_layer_id",
+                 strfmt("layer %u is not an index source (C4)", cs));
         for (uint32_t s : v41.index_sources) {
             if (s > cs && kv_source(s) != kv_source(cs)) {
-                fail("attention.candidate_source_layer_id", strfmt("index source %u reads KV source %d but the candidate source %u reads %d: the candidate mask would have another width (C4)", s, kv_source(s), cs, kv_source(cs)));
+                fail("attention.candidate_source_layer_id",
+                     strfmt("index source %u reads KV source %d but the candidate source %u reads "
+                            "%d: the candidate mask would have another width (C4)",
+                            s, kv_source(s), cs, kv_source(cs)));
             }
         }
         // C5: non-degenerate candidate pool.
         positive("attention.candidate_topk_blocks", v41.candidate_topk_blocks);
         positive("attention.candidate_block_size", v41.candidate_block_size);
-        const uint64_t pool = static_cast<uint64_t>(v41.candidate_topk_blocks - 1) * v41.candidate_block_size + 1;
+        const uint64_t pool =
+            static_cast<uint64_t>(v41.candidate_topk_blocks - 1) * v41.candidate_block_size + 1;
         if (pool < n_indexer_top_k) {
-            fail("attention.candidate_topk_blocks", strfmt("(attention.candidate_topk_blocks - 1) * attention.candidate_block_size + 1 = %llu must be >= attention.indexer.top_k %u (C5)", static_cast<unsigned long long>(pool), n_indexer_top_k));
+            fail("attention.candidate_topk_blocks",
+                 strfmt("(attention.candidate_topk_blocks - 1) * attention.candidate_block_size + "
+                        "1 = %llu must be >= attention.indexer.top_k %u (C5)",
+                        static_cast<unsigned long long>(pool), n_indexer_top_k));
         }
-        const uint64_t span = static_cast<uint64_t>(v41.candidate_topk_blocks) * v41.candidate_block_size;
+        const uint64_t span =
+            static_cast<uint64_t>(v41.candidate_topk_blocks) * v41.candidate_block_size;
         if (span > n_ctx_train) {
-            fail("attention.candidate_topk_blocks", strfmt("attention.candidate_topk_blocks * attention.candidate_block_size = %u * %u = %llu: expected at most context_length = %llu (the rows a context holds)", v41.candidate_topk_blocks, v41.candidate_block_size, static_cast<unsigned long long>(span), static_cast<unsigned long long>(n_ctx_train)));
+            fail(
+                "attention.candidate_topk_blocks",
+                strfmt("attention.candidate_topk_blocks * attention.candidate_block_size = %u * %u "
+                       "= %llu: expected at most context_length = %llu (the rows a context holds)",
+                       v41.candidate_topk_blocks, v41.candidate_block_size,
+                       static_cast<unsigned long long>(span),
+                       static_cast<unsigned long long>(n_ctx_train)));
         }
     }
     // C6: quantizer blocks.
-    if (n_head_dim % 32 != 0) fail("attention.key_length", strfmt("must be a multiple of 32 (FP8 window QDQ, FP4 main KV; C6), got %u", n_head_dim));
-    if (n_rot % 2 != 0 || n_rot > n_head_dim) fail("rope.dimension_count", strfmt("expected an even value <= key_length %u (C6), got %u", n_head_dim, n_rot));
+    if (n_head_dim % 32 != 0)
+        fail("attention.key_length",
+             strfmt("must be a multiple of 32 (FP8 window QDQ, FP4 main KV; C6), got %u",
+                    n_head_dim));
+    if (n_rot % 2 != 0 || n_rot > n_head_dim)
+        fail("rope.dimension_count",
+             strfmt("expected an even value <= key_length %u (C6), got %u", n_head_dim, n_rot));
     if (!v41.index_sources.empty()) {
         positive("attention.indexer.head_count", n_indexer_head);
         positive("attention.indexer.top_k", n_indexer_top_k);
         positive("attention.indexer.key_length", n_indexer_head_dim);
-        if (n_indexer_head_dim % 32 != 0) fail("attention.indexer.key_length", strfmt("must be a multiple of 32 (C6), got %u", n_indexer_head_dim));
-        if (n_rot > n_indexer_head_dim) fail("rope.dimension_count", strfmt("must be <= indexer.key_length %u (C6), got %u", n_indexer_head_dim, n_rot));
+        if (n_indexer_head_dim % 32 != 0)
+            fail("attention.indexer.key_length",
+                 strfmt("must be a multiple of 32 (C6), got %u", n_indexer_head_dim));
+        if (n_rot > n_indexer_head_dim)
+            fail("rope.dimension_count", strfmt("must be <= indexer.key_length %u (C6), got %u",
+                                                n_indexer_head_dim, n_rot));
         // An index source of ratio r holds context_length / r keys: no more can be selected.
         uint32_t r_min = 0;
-        for (uint32_t s : v41.index_sources) r_min = r_min == 0 ? compress_ratios[s] : std::min(r_min, compress_ratios[s]);
+        for (uint32_t s : v41.index_sources)
+            r_min = r_min == 0 ? compress_ratios[s] : std::min(r_min, compress_ratios[s]);
         const uint64_t rows = n_ctx_train / std::max<uint32_t>(r_min, 1);
         if (n_indexer_top_k > rows) {
-            fail("attention.indexer.top_k", strfmt("expected at most context_length / %u = %llu (the keys an index source holds), got %u", std::max<uint32_t>(r_min, 1), static_cast<unsigned long long>(rows), n_indexer_top_k));
+            fail("attention.indexer.top_k",
+                 strfmt("expected at most context_length / %u = %llu (the keys an index source "
+                        "holds), got %u",
+                        std::max<uint32_t>(r_min, 1), static_cast<unsigned long long>(rows),
+                        n_indexer_top_k));
         }
     }
     mult32("embedding_length", "D", n_embd);
     mult32("attention.q_lora_rank", "Rq", n_q_lora);
-    mult32("attention.output_lora_rank", "attention.output_group_count * attention.output_lora_rank", static_cast<uint64_t>(n_o_group) * n_o_lora);
+    mult32("attention.output_lora_rank",
+           "attention.output_group_count * attention.output_lora_rank",
+           static_cast<uint64_t>(n_o_group) * n_o_lora);
     mult32("expert_feed_forward_length", "F", n_ff_exp);
 
     // RoPE bases: the YaRN ramp divides by ln(base) (rope41 refuses base <= 1).
     auto greater_than_one = [&](const char* field, float v) {
-        if (!(v > 1.0f) || !std::isfinite(v)) fail(field, strfmt("must be a finite value > 1, got %g", static_cast<double>(v)));
+        if (!(v > 1.0f) || !std::isfinite(v))
+            fail(field, strfmt("must be a finite value > 1, got %g", static_cast<double>(v)));
     };
     greater_than_one("rope.freq_base", rope_freq_base);
     greater_than_one("attention.compress_rope_freq_base", compress_rope_freq_base);
@@ -537,9 +672,12 @@ void hparams::validate_v41() const {
     const engram_hparams& e = v41.engram;
     if (!e.layer_ids.empty()) {
         for (size_t i = 0; i < e.layer_ids.size(); ++i) {
-            if (e.layer_ids[i] >= n_layer) fail("engram.layer_ids", strfmt("layer %u is not a backbone layer (block_count %u)", e.layer_ids[i], n_layer));
+            if (e.layer_ids[i] >= n_layer)
+                fail("engram.layer_ids", strfmt("layer %u is not a backbone layer (block_count %u)",
+                                                e.layer_ids[i], n_layer));
             for (size_t j = 0; j < i; ++j) {
-                if (e.layer_ids[j] == e.layer_ids[i]) fail("engram.layer_ids", strfmt("layer %u is listed twice", e.layer_ids[i]));
+                if (e.layer_ids[j] == e.layer_ids[i])
+                    fail("engram.layer_ids", strfmt("layer %u is listed twice", e.layer_ids[i]));
             }
         }
         positive("engram.vocab_size", e.vocab_size);
@@ -547,47 +685,77 @@ void hparams::validate_v41() const {
         positive("engram.key_length", e.head_dim);
         positive("engram.compressed_vocab_size", e.compressed_vocab);
         if (e.compressed_vocab > n_vocab) {
-            fail("engram.compressed_vocab_size", strfmt("expected at most vocab_size = %u (ids of the token map), got %u", n_vocab, e.compressed_vocab));
+            fail("engram.compressed_vocab_size",
+                 strfmt("expected at most vocab_size = %u (ids of the token map), got %u", n_vocab,
+                        e.compressed_vocab));
         }
-        if (e.max_ngram < 2) fail("engram.max_ngram_size", strfmt("must be >= 2, got %u", e.max_ngram));
-        if (e.head_dim % 32 != 0) fail("engram.key_length", strfmt("must be a multiple of 32 (one UE8M0 scale per 32; C6), got %u", e.head_dim));
-        mult32("engram.key_length", "(max_ngram_size - 1) * head_count * key_length", static_cast<uint64_t>(e.n_col()) * e.head_dim);
+        if (e.max_ngram < 2)
+            fail("engram.max_ngram_size", strfmt("must be >= 2, got %u", e.max_ngram));
+        if (e.head_dim % 32 != 0)
+            fail("engram.key_length",
+                 strfmt("must be a multiple of 32 (one UE8M0 scale per 32; C6), got %u",
+                        e.head_dim));
+        mult32("engram.key_length", "(max_ngram_size - 1) * head_count * key_length",
+               static_cast<uint64_t>(e.n_col()) * e.head_dim);
         const size_t nl = e.layer_ids.size();
         if (e.num_embeddings.size() != nl) {
-            fail("engram.num_embeddings", strfmt("expected %zu entries (one per Engram layer), got %zu", nl, e.num_embeddings.size()));
+            fail("engram.num_embeddings",
+                 strfmt("expected %zu entries (one per Engram layer), got %zu", nl,
+                        e.num_embeddings.size()));
         }
         const std::vector<uint64_t> primes = engram_primes(e.vocab_size, e.max_ngram, e.n_head, nl);
         const std::vector<uint64_t> offsets = engram_offsets(primes, e.n_col());
-        if (e.primes != primes) fail("engram.primes", "do not equal the primes recomputed from engram.vocab_size, engram.max_ngram_size and engram.head_count (§3.9.2)");
-        if (e.offsets != offsets) fail("engram.offsets", "do not equal the prefix sums of the recomputed primes (§3.9.2)");
+        if (e.primes != primes)
+            fail("engram.primes",
+                 "do not equal the primes recomputed from engram.vocab_size, engram.max_ngram_size "
+                 "and engram.head_count (§3.9.2)");
+        if (e.offsets != offsets)
+            fail("engram.offsets",
+                 "do not equal the prefix sums of the recomputed primes (§3.9.2)");
         for (size_t l = 0; l < nl; ++l) {
             uint64_t sum = 0;
             for (uint32_t c = 0; c < e.n_col(); ++c) sum += primes[l * e.n_col() + c];
             if (e.num_embeddings[l] != sum) {
-                fail("engram.num_embeddings", strfmt("entry %zu (layer %u): expected %llu rows (the sum of the layer's bucket primes), got %llu (C7)", l, e.layer_ids[l], static_cast<unsigned long long>(sum), static_cast<unsigned long long>(e.num_embeddings[l])));
+                fail("engram.num_embeddings",
+                     strfmt("entry %zu (layer %u): expected %llu rows (the sum of the layer's "
+                            "bucket primes), got %llu (C7)",
+                            l, e.layer_ids[l], static_cast<unsigned long long>(sum),
+                            static_cast<unsigned long long>(e.num_embeddings[l])));
             }
         }
         if (e.multipliers.size() != nl * e.max_ngram) {
-            fail("engram.multipliers", strfmt("expected %zu entries (Engram layers x max_ngram_size), got %zu", nl * e.max_ngram, e.multipliers.size()));
+            fail("engram.multipliers",
+                 strfmt("expected %zu entries (Engram layers x max_ngram_size), got %zu",
+                        nl * e.max_ngram, e.multipliers.size()));
         }
         const uint64_t bound = e.multiplier_bound();
         for (size_t i = 0; i < e.multipliers.size(); ++i) {
             const uint64_t m = e.multipliers[i];
             if (m % 2 == 0 || (m >> 1) >= bound) {
-                fail("engram.multipliers", strfmt("entry %zu = %llu: expected an odd value 2 v + 1 with v < %llu (§3.9.3)", i, static_cast<unsigned long long>(m), static_cast<unsigned long long>(bound)));
+                fail(
+                    "engram.multipliers",
+                    strfmt("entry %zu = %llu: expected an odd value 2 v + 1 with v < %llu (§3.9.3)",
+                           i, static_cast<unsigned long long>(m),
+                           static_cast<unsigned long long>(bound)));
             }
         }
-        if (e.pad_id >= e.compressed_vocab) fail("engram.pad_id", strfmt("compressed pad id %u must be < engram.compressed_vocab_size %u", e.pad_id, e.compressed_vocab));
+        if (e.pad_id >= e.compressed_vocab)
+            fail("engram.pad_id",
+                 strfmt("compressed pad id %u must be < engram.compressed_vocab_size %u", e.pad_id,
+                        e.compressed_vocab));
         if (!e.token_map.empty()) {
             if (e.token_map.size() != n_vocab) {
-                fail("engram.token_map", strfmt("expected exactly vocab_size = %u entries, got %zu (§9.11)", n_vocab, e.token_map.size()));
+                fail("engram.token_map",
+                     strfmt("expected exactly vocab_size = %u entries, got %zu (§9.11)", n_vocab,
+                            e.token_map.size()));
             }
             std::vector<uint8_t> used(e.compressed_vocab, 0);
             uint32_t distinct = 0;
             for (size_t t = 0; t < e.token_map.size(); ++t) {
                 const int32_t c = e.token_map[t];
                 if (c < 0 || static_cast<uint32_t>(c) >= e.compressed_vocab) {
-                    fail("engram.token_map", strfmt("token %zu maps to %d, outside 0..%u", t, c, e.compressed_vocab - 1));
+                    fail("engram.token_map", strfmt("token %zu maps to %d, outside 0..%u", t, c,
+                                                    e.compressed_vocab - 1));
                 }
                 if (!used[static_cast<size_t>(c)]) {
                     used[static_cast<size_t>(c)] = 1;
@@ -595,7 +763,9 @@ void hparams::validate_v41() const {
                 }
             }
             if (distinct != e.compressed_vocab) {
-                fail("engram.token_map", strfmt("uses %u distinct compressed ids, expected engram.compressed_vocab_size = %u", distinct, e.compressed_vocab));
+                fail("engram.token_map", strfmt("uses %u distinct compressed ids, expected "
+                                                "engram.compressed_vocab_size = %u",
+                                                distinct, e.compressed_vocab));
             }
         }
     }
@@ -605,19 +775,32 @@ void hparams::validate_v41() const {
         const dspark_hparams& d = v41.dspark;
         positive("dspark.block_size", d.block_size);
         positive("dspark.markov_rank", d.markov_rank);
-        if (d.noise_token_id >= n_vocab) fail("dspark.noise_token_id", strfmt("must be < vocab_size %u, got %u", n_vocab, d.noise_token_id));
-        if (d.target_layers.empty()) fail("dspark.target_layer_ids", "must list at least one layer (C8)");
+        if (d.noise_token_id >= n_vocab)
+            fail("dspark.noise_token_id",
+                 strfmt("must be < vocab_size %u, got %u", n_vocab, d.noise_token_id));
+        if (d.target_layers.empty())
+            fail("dspark.target_layer_ids", "must list at least one layer (C8)");
         for (size_t i = 0; i < d.target_layers.size(); ++i) {
-            if (d.target_layers[i] >= n_layer) fail("dspark.target_layer_ids", strfmt("layer %u is not a backbone layer (block_count %u) (C8)", d.target_layers[i], n_layer));
+            if (d.target_layers[i] >= n_layer)
+                fail("dspark.target_layer_ids",
+                     strfmt("layer %u is not a backbone layer (block_count %u) (C8)",
+                            d.target_layers[i], n_layer));
             for (size_t j = 0; j < i; ++j) {
-                if (d.target_layers[j] == d.target_layers[i]) fail("dspark.target_layer_ids", strfmt("layer %u is listed twice (C8)", d.target_layers[i]));
+                if (d.target_layers[j] == d.target_layers[i])
+                    fail("dspark.target_layer_ids",
+                         strfmt("layer %u is listed twice (C8)", d.target_layers[i]));
             }
         }
-        mult32("dspark.target_layer_ids", "len(target_layer_ids) * D", static_cast<uint64_t>(d.target_layers.size()) * n_embd);
+        mult32("dspark.target_layer_ids", "len(target_layer_ids) * D",
+               static_cast<uint64_t>(d.target_layers.size()) * n_embd);
         // The taps average the HC copies: exact only for a power-of-two count (forward41).
-        if (!is_pow2(n_hc)) fail("hyper_connection.count", strfmt("must be a power of two with DSpark stages (the taps average the copies exactly), got %u", n_hc));
+        if (!is_pow2(n_hc))
+            fail("hyper_connection.count", strfmt("must be a power of two with DSpark stages (the "
+                                                  "taps average the copies exactly), got %u",
+                                                  n_hc));
         if (dspark_n_expert_used() > dspark_n_expert()) {
-            fail("dspark.expert_used_count", strfmt("must be <= dspark.expert_count %u, got %u", dspark_n_expert(), dspark_n_expert_used()));
+            fail("dspark.expert_used_count", strfmt("must be <= dspark.expert_count %u, got %u",
+                                                    dspark_n_expert(), dspark_n_expert_used()));
         }
     }
 }
@@ -632,12 +815,16 @@ hparams read_hparams_v41(const gguf::reader& f) {
     hp.arch = kArchDeepseek41;
     if (const value* n = f.find("general.name"); n && n->type == value_type::string) hp.name = n->s;
 
-    auto u32 = [&](const char* p, std::initializer_list<const char*> hf) { return to_u32(k, k.require(p, hf)); };
+    auto u32 = [&](const char* p, std::initializer_list<const char*> hf) {
+        return to_u32(k, k.require(p, hf));
+    };
     auto u32_opt = [&](const char* p, std::initializer_list<const char*> hf, uint32_t def) {
         auto fv = k.find(p, hf);
         return fv ? to_u32(k, *fv) : def;
     };
-    auto flt = [&](const char* p, std::initializer_list<const char*> hf) { return to_float(k, k.require(p, hf)); };
+    auto flt = [&](const char* p, std::initializer_list<const char*> hf) {
+        return to_float(k, k.require(p, hf));
+    };
 
     hp.n_layer = u32("block_count", {"num_hidden_layers"});
     hp.n_ctx_train = to_u64(k, k.require("context_length", {"max_position_embeddings"}));
@@ -675,9 +862,11 @@ hparams read_hparams_v41(const gguf::reader& f) {
         }
     };
     bounds();
-    hp.compress_ratios = to_u32_array(k, k.require("attention.compress_ratios", {"compress_ratios"}));
+    hp.compress_ratios =
+        to_u32_array(k, k.require("attention.compress_ratios", {"compress_ratios"}));
 
-    hp.rope_orig_ctx = to_u64(k, k.require("rope.scaling.original_context_length", {"rope_scaling.original_max_position_embeddings"}));
+    hp.rope_orig_ctx = to_u64(k, k.require("rope.scaling.original_context_length",
+                                           {"rope_scaling.original_max_position_embeddings"}));
     hp.rope_freq_base = flt("rope.freq_base", {"rope_theta"});
     hp.rope_scaling_factor = flt("rope.scaling.factor", {"rope_scaling.factor"});
     hp.yarn_beta_fast = flt("rope.scaling.yarn_beta_fast", {"rope_scaling.beta_fast"});
@@ -690,21 +879,30 @@ hparams read_hparams_v41(const gguf::reader& f) {
     hp.expert_weights_scale = flt("expert_weights_scale", {"routed_scaling_factor"});
     hp.rms_eps = flt("attention.layer_norm_rms_epsilon", {"rms_norm_eps"});
     hp.hc_eps = flt("hyper_connection.epsilon", {"hc_eps"});
-    if (auto fv = k.find("expert_weights_norm", {"norm_topk_prob"})) hp.expert_weights_norm = to_bool(k, *fv);
+    if (auto fv = k.find("expert_weights_norm", {"norm_topk_prob"}))
+        hp.expert_weights_norm = to_bool(k, *fv);
     const size_t n_blocks = static_cast<size_t>(hp.n_layer) + hp.v41.n_dspark;
     hp.swiglu_clamp = to_float_list(k, k.require("swiglu_clamp_exp", {"swiglu_limit"}), n_blocks);
-    if (auto fv = k.find("swiglu_clamp_shexp", {})) hp.v41.swiglu_clamp_shexp = to_float_list(k, *fv, n_blocks);
+    if (auto fv = k.find("swiglu_clamp_shexp", {}))
+        hp.v41.swiglu_clamp_shexp = to_float_list(k, *fv, n_blocks);
 
     // CSA2 sources and candidates: never derived from defaults (spec v41.md §2.4).
-    hp.v41.kv_sources = to_u32_array(k, k.require("attention.kv_source_layer_ids", {"kv_source_layer_ids"}));
-    hp.v41.index_sources = to_u32_array(k, k.require("attention.index_source_layer_ids", {"index_source_layer_ids"}));
-    hp.v41.candidate_source = to_i32(k, k.require("attention.candidate_source_layer_id", {"candidate_source_layer_id"}));
+    hp.v41.kv_sources =
+        to_u32_array(k, k.require("attention.kv_source_layer_ids", {"kv_source_layer_ids"}));
+    hp.v41.index_sources =
+        to_u32_array(k, k.require("attention.index_source_layer_ids", {"index_source_layer_ids"}));
+    hp.v41.candidate_source =
+        to_i32(k, k.require("attention.candidate_source_layer_id", {"candidate_source_layer_id"}));
     if (hp.v41.candidate_source >= 0) {
-        hp.v41.candidate_topk_blocks = u32("attention.candidate_topk_blocks", {"candidate_topk_blocks"});
-        hp.v41.candidate_block_size = u32("attention.candidate_block_size", {"candidate_block_size"});
+        hp.v41.candidate_topk_blocks =
+            u32("attention.candidate_topk_blocks", {"candidate_topk_blocks"});
+        hp.v41.candidate_block_size =
+            u32("attention.candidate_block_size", {"candidate_block_size"});
     } else {
-        hp.v41.candidate_topk_blocks = u32_opt("attention.candidate_topk_blocks", {"candidate_topk_blocks"}, 0);
-        hp.v41.candidate_block_size = u32_opt("attention.candidate_block_size", {"candidate_block_size"}, 0);
+        hp.v41.candidate_topk_blocks =
+            u32_opt("attention.candidate_topk_blocks", {"candidate_topk_blocks"}, 0);
+        hp.v41.candidate_block_size =
+            u32_opt("attention.candidate_block_size", {"candidate_block_size"}, 0);
     }
     hp.v41.scoring_func = to_string(k, k.require("expert_scoring_func", {"scoring_func"}));
     if (auto fv = k.find("expert_gate_temp", {"gate_temp"})) hp.v41.gate_temp = to_float(k, *fv);
@@ -721,7 +919,8 @@ hparams read_hparams_v41(const gguf::reader& f) {
         const found_value tm = k.require("engram.token_map", {});
         e.token_map = to_i32_array(k, tm);
         if (e.token_map.size() != hp.n_vocab) {
-            k.error_at(tm.where, strfmt("expected exactly vocab_size = %u entries, got %zu (§9.11)", hp.n_vocab, e.token_map.size()));
+            k.error_at(tm.where, strfmt("expected exactly vocab_size = %u entries, got %zu (§9.11)",
+                                        hp.n_vocab, e.token_map.size()));
         }
         // vcruz305 files carry the primes instead of engram.vocab_size, num_embeddings and
         // compressed_vocab_size. Those follow from what is there: the search started just
@@ -760,9 +959,12 @@ hparams read_hparams_v41(const gguf::reader& f) {
         // The proposed key holds the compressed pad id; HF configs hold the raw token id.
         if (auto fv = k.find("engram.pad_id", {})) {
             e.pad_id = to_u32(k, *fv);
-        } else if (auto raw = k.find("engram.pad_token_id", {"engram_pad_token_id", "engram_pad_id"})) {
+        } else if (auto raw =
+                       k.find("engram.pad_token_id", {"engram_pad_token_id", "engram_pad_id"})) {
             const uint32_t t = to_u32(k, *raw);
-            if (t >= e.token_map.size()) k.error_at(raw->where, strfmt("raw pad token %u is outside the vocabulary (%zu)", t, e.token_map.size()));
+            if (t >= e.token_map.size())
+                k.error_at(raw->where, strfmt("raw pad token %u is outside the vocabulary (%zu)", t,
+                                              e.token_map.size()));
             e.pad_id = static_cast<uint32_t>(e.token_map[t]);
         } else {
             k.require("engram.pad_id", {"engram_pad_token_id", "engram_pad_id"});
@@ -770,7 +972,8 @@ hparams read_hparams_v41(const gguf::reader& f) {
         if (auto fv = k.find("engram.encoding", {})) {
             const std::string enc = to_string(k, *fv);
             if (enc != kEngramEncodingRow264) {
-                k.error_at(fv->where, strfmt("unknown Engram table encoding '%s' (expected '%s')", enc.c_str(), kEngramEncodingRow264));
+                k.error_at(fv->where, strfmt("unknown Engram table encoding '%s' (expected '%s')",
+                                             enc.c_str(), kEngramEncodingRow264));
             }
         }
         // Primes and offsets are recomputed; a file that carries them must agree.
@@ -778,23 +981,31 @@ hparams read_hparams_v41(const gguf::reader& f) {
         e.primes = engram_primes(e.vocab_size, e.max_ngram, e.n_head, e.layer_ids.size());
         e.offsets = engram_offsets(e.primes, e.n_col());
         // What the primes are recomputed from, for the messages.
-        const std::string from = strfmt("recomputed from engram.vocab_size = %u, engram.max_ngram_size = %u, "
-                                        "engram.head_count = %u for %zu engram.layer_ids",
-                                        e.vocab_size, e.max_ngram, e.n_head, e.layer_ids.size());
+        const std::string from = strfmt(
+            "recomputed from engram.vocab_size = %u, engram.max_ngram_size = %u, "
+            "engram.head_count = %u for %zu engram.layer_ids",
+            e.vocab_size, e.max_ngram, e.n_head, e.layer_ids.size());
         if (primes_fv) {
             const auto& fp = file_primes;
             const auto* fv = &*primes_fv;
             if (fp != e.primes) {
                 size_t i = 0;
                 while (i < fp.size() && i < e.primes.size() && fp[i] == e.primes[i]) ++i;
-                k.error_at(fv->where, i < fp.size() && i < e.primes.size()
-                                          ? strfmt("entry %zu is %llu, the recomputed prime is %llu (%s; §3.9.2)", i, static_cast<unsigned long long>(fp[i]), static_cast<unsigned long long>(e.primes[i]), from.c_str())
-                                          : strfmt("expected %zu primes, got %zu (%s; §3.9.2)", e.primes.size(), fp.size(), from.c_str()));
+                k.error_at(
+                    fv->where,
+                    i < fp.size() && i < e.primes.size()
+                        ? strfmt("entry %zu is %llu, the recomputed prime is %llu (%s; §3.9.2)", i,
+                                 static_cast<unsigned long long>(fp[i]),
+                                 static_cast<unsigned long long>(e.primes[i]), from.c_str())
+                        : strfmt("expected %zu primes, got %zu (%s; §3.9.2)", e.primes.size(),
+                                 fp.size(), from.c_str()));
             }
         }
         if (auto fv = k.find("engram.offsets", {})) {
             const auto fo = to_u64_array(k, *fv);
-            if (fo != e.offsets) k.error_at(fv->where, "do not equal the prefix sums of the recomputed primes (" + from + "; §3.9.2)");
+            if (fo != e.offsets)
+                k.error_at(fv->where, "do not equal the prefix sums of the recomputed primes (" +
+                                          from + "; §3.9.2)");
         }
     }
 
@@ -803,10 +1014,12 @@ hparams read_hparams_v41(const gguf::reader& f) {
         dspark_hparams& d = hp.v41.dspark;
         d.block_size = u32("dspark.block_size", {"dspark_block_size"});
         d.noise_token_id = u32("dspark.noise_token_id", {"dspark_noise_token_id"});
-        d.target_layers = to_u32_array(k, k.require("dspark.target_layer_ids", {"dspark_target_layer_ids"}));
+        d.target_layers =
+            to_u32_array(k, k.require("dspark.target_layer_ids", {"dspark_target_layer_ids"}));
         d.markov_rank = u32("dspark.markov_rank", {"dspark_markov_rank"});
         d.n_expert = u32_opt("dspark.expert_count", {"dspark_n_routed_experts"}, 0);
-        d.n_expert_used = u32_opt("dspark.expert_used_count", {"dspark_num_experts_per_tok", "dspark_n_activated_experts"}, 0);
+        d.n_expert_used = u32_opt("dspark.expert_used_count",
+                                  {"dspark_num_experts_per_tok", "dspark_n_activated_experts"}, 0);
     }
 
     try {
@@ -825,8 +1038,10 @@ void write_hparams_v41(gguf::writer& w, const hparams& hp) {
     const std::string a = kArchDeepseek41;
     const engram_hparams& e = hp.v41.engram;
     if (!e.layer_ids.empty() && e.token_map.size() != hp.n_vocab) {
-        throw Error(strfmt("%s: no Engram token map of %u entries (it needs the real tokenizer); "
-                           "cannot write a deepseek41 file", hp.name.c_str(), hp.n_vocab));
+        throw Error(
+            strfmt("%s: no Engram token map of %u entries (it needs the real tokenizer); "
+                   "cannot write a deepseek41 file",
+                   hp.name.c_str(), hp.n_vocab));
     }
     auto key = [&](const char* s) { return a + "." + s; };
     auto u32 = [&](const char* k, uint32_t v) { w.set(key(k), value::make_u32(v)); };
@@ -880,8 +1095,10 @@ void write_hparams_v41(gguf::writer& w, const hparams& hp) {
     u32("attention.candidate_topk_blocks", hp.v41.candidate_topk_blocks);
     u32("attention.candidate_block_size", hp.v41.candidate_block_size);
     w.set(key("swiglu_clamp_exp"), value::make_f32_array(hp.swiglu_clamp));
-    if (!hp.v41.swiglu_clamp_shexp.empty()) w.set(key("swiglu_clamp_shexp"), value::make_f32_array(hp.v41.swiglu_clamp_shexp));
-    w.set(key("rope.scaling.original_context_length"), value::make_u32(static_cast<uint32_t>(hp.rope_orig_ctx)));
+    if (!hp.v41.swiglu_clamp_shexp.empty())
+        w.set(key("swiglu_clamp_shexp"), value::make_f32_array(hp.v41.swiglu_clamp_shexp));
+    w.set(key("rope.scaling.original_context_length"),
+          value::make_u32(static_cast<uint32_t>(hp.rope_orig_ctx)));
     f32("rope.freq_base", hp.rope_freq_base);
     f32("rope.scaling.factor", hp.rope_scaling_factor);
     w.set(key("rope.scaling.type"), value::make_string("yarn"));

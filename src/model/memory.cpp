@@ -14,8 +14,12 @@ uint64_t mul(uint64_t a, uint64_t b) {
     uint64_t r = 0;
     return __builtin_mul_overflow(a, b, &r) ? kSat : r;
 }
-uint64_t mul(uint64_t a, uint64_t b, uint64_t c) { return mul(mul(a, b), c); }
-uint64_t mul(uint64_t a, uint64_t b, uint64_t c, uint64_t d) { return mul(mul(a, b, c), d); }
+uint64_t mul(uint64_t a, uint64_t b, uint64_t c) {
+    return mul(mul(a, b), c);
+}
+uint64_t mul(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+    return mul(mul(a, b, c), d);
+}
 void add(uint64_t& acc, uint64_t v) {
     if (__builtin_add_overflow(acc, v, &acc)) acc = kSat;
 }

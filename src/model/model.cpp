@@ -180,8 +180,8 @@ void check_hash_table(const gguf::reader& file, const hparams& hp, const weight&
         if (e < 0 || static_cast<uint32_t>(e) >= hp.n_expert) {
             throw Error(strfmt("%s: tensor '%s': token %llu routes to expert %d, expected 0..%u",
                                file.path().c_str(), w.info->name.c_str(),
-                               static_cast<unsigned long long>(i / static_cast<uint64_t>(w.ne[0])), e,
-                               hp.n_expert - 1));
+                               static_cast<unsigned long long>(i / static_cast<uint64_t>(w.ne[0])),
+                               e, hp.n_expert - 1));
         }
     }
 }
@@ -195,7 +195,9 @@ void check_hash_table(const gguf::reader& file, const hparams& hp, const weight&
 std::string key_value(const hparams& hp, const tensor_spec& spec, const std::string& key) {
     const std::string k = hp.arch + "." + key;
     const auto il = static_cast<uint32_t>(spec.layer < 0 ? 0 : spec.layer);
-    auto num = [&](uint64_t v) { return strfmt("%s = %llu", k.c_str(), static_cast<unsigned long long>(v)); };
+    auto num = [&](uint64_t v) {
+        return strfmt("%s = %llu", k.c_str(), static_cast<unsigned long long>(v));
+    };
     const engram_hparams& e = hp.v41.engram;
     if (key == "embedding_length") return num(hp.n_embd);
     if (key == "vocab_size") return num(hp.n_vocab);
@@ -219,14 +221,17 @@ std::string key_value(const hparams& hp, const tensor_spec& spec, const std::str
         }
         return num(hp.n_expert);
     }
-    if (key == "attention.compress_ratios") return strfmt("%s[%u] = %u", k.c_str(), il, hp.compress_ratio(il));
+    if (key == "attention.compress_ratios")
+        return strfmt("%s[%u] = %u", k.c_str(), il, hp.compress_ratio(il));
     if (key == "engram.num_embeddings") {
         const int32_t ei = hp.engram_index(il);
         if (ei < 0) return k;
         return strfmt("%s[%d] = %llu for engram.layer_ids[%d] = %u", k.c_str(), ei,
-                      static_cast<unsigned long long>(e.num_embeddings[static_cast<size_t>(ei)]), ei, il);
+                      static_cast<unsigned long long>(e.num_embeddings[static_cast<size_t>(ei)]),
+                      ei, il);
     }
-    if (key == "dspark.target_layer_ids") return strfmt("%s (%zu entries)", k.c_str(), hp.v41.dspark.target_layers.size());
+    if (key == "dspark.target_layer_ids")
+        return strfmt("%s (%zu entries)", k.c_str(), hp.v41.dspark.target_layers.size());
     return k;
 }
 
@@ -239,30 +244,38 @@ std::vector<const char*> shape_keys(const std::string& suffix) {
     };
     static const entry table[] = {
         {{"token_embd.weight", "output.weight"}, {"embedding_length", "vocab_size"}},
-        {{"output_norm.weight", "attn_norm.weight", "ffn_norm.weight", "e_proj.weight", "h_proj.weight",
-          "enorm.weight", "hnorm.weight", "norm.weight", "dspark_main_norm.weight", "dspark_norm.weight"},
+        {{"output_norm.weight", "attn_norm.weight", "ffn_norm.weight", "e_proj.weight",
+          "h_proj.weight", "enorm.weight", "hnorm.weight", "norm.weight", "dspark_main_norm.weight",
+          "dspark_norm.weight"},
          {"embedding_length"}},
         {{"output_hc_fn.weight", "hc_attn_fn.weight", "hc_ffn_fn.weight", "hc_head_fn.weight"},
          {"hyper_connection.count", "embedding_length"}},
-        {{"output_hc_base.weight", "hc_attn_base.weight", "hc_ffn_base.weight", "hc_head_base.weight"},
+        {{"output_hc_base.weight", "hc_attn_base.weight", "hc_ffn_base.weight",
+          "hc_head_base.weight"},
          {"hyper_connection.count"}},
         {{"attn_q_a.weight"}, {"embedding_length", "attention.q_lora_rank"}},
         {{"attn_q_a_norm.weight"}, {"attention.q_lora_rank"}},
-        {{"attn_q_b.weight"}, {"attention.q_lora_rank", "attention.head_count", "attention.key_length"}},
+        {{"attn_q_b.weight"},
+         {"attention.q_lora_rank", "attention.head_count", "attention.key_length"}},
         {{"attn_kv.weight"}, {"embedding_length", "attention.key_length"}},
         {{"attn_kv_a_norm.weight", "attn_compressor_norm.weight"}, {"attention.key_length"}},
         {{"attn_sinks.weight"}, {"attention.head_count"}},
         {{"attn_output_a.weight"},
-         {"attention.key_length", "attention.head_count", "attention.output_group_count", "attention.output_lora_rank"}},
-        {{"attn_output_b.weight"}, {"attention.output_group_count", "attention.output_lora_rank", "embedding_length"}},
+         {"attention.key_length", "attention.head_count", "attention.output_group_count",
+          "attention.output_lora_rank"}},
+        {{"attn_output_b.weight"},
+         {"attention.output_group_count", "attention.output_lora_rank", "embedding_length"}},
         {{"attn_compressor_ape.weight"}, {"attention.key_length", "attention.compress_ratios"}},
         {{"attn_compressor_kv.weight", "attn_compressor_gate.weight"},
          {"embedding_length", "attention.key_length", "attention.compress_ratios"}},
-        {{"indexer.attn_q_b.weight"}, {"attention.q_lora_rank", "attention.indexer.head_count", "attention.indexer.key_length"}},
+        {{"indexer.attn_q_b.weight"},
+         {"attention.q_lora_rank", "attention.indexer.head_count", "attention.indexer.key_length"}},
         {{"indexer.proj.weight"}, {"embedding_length", "attention.indexer.head_count"}},
-        {{"indexer_compressor_ape.weight", "indexer_compressor_norm.weight", "indexer.k_norm.weight"},
+        {{"indexer_compressor_ape.weight", "indexer_compressor_norm.weight",
+          "indexer.k_norm.weight"},
          {"attention.indexer.key_length"}},
-        {{"indexer_compressor_kv.weight", "indexer_compressor_gate.weight"}, {"embedding_length", "attention.indexer.key_length"}},
+        {{"indexer_compressor_kv.weight", "indexer_compressor_gate.weight"},
+         {"embedding_length", "attention.indexer.key_length"}},
         {{"indexer.attn_k.weight"}, {"attention.key_length", "attention.indexer.key_length"}},
         {{"ffn_gate_inp.weight"}, {"embedding_length", "expert_count"}},
         {{"ffn_gate_tid2eid.weight"}, {"expert_used_count", "vocab_size"}},
@@ -273,10 +286,13 @@ std::vector<const char*> shape_keys(const std::string& suffix) {
          {"embedding_length", "expert_feed_forward_length"}},
         {{"engram_embd.weight"}, {"engram.key_length", "engram.num_embeddings"}},
         {{"engram_kv.weight"},
-         {"engram.max_ngram_size", "engram.head_count", "engram.key_length", "hyper_connection.count", "embedding_length"}},
-        {{"engram_q_norm.weight", "engram_k_norm.weight"}, {"embedding_length", "hyper_connection.count"}},
+         {"engram.max_ngram_size", "engram.head_count", "engram.key_length",
+          "hyper_connection.count", "embedding_length"}},
+        {{"engram_q_norm.weight", "engram_k_norm.weight"},
+         {"embedding_length", "hyper_connection.count"}},
         {{"dspark_main_proj.weight"}, {"dspark.target_layer_ids", "embedding_length"}},
-        {{"dspark_markov_embd.weight", "dspark_markov_head.weight"}, {"dspark.markov_rank", "vocab_size"}},
+        {{"dspark_markov_embd.weight", "dspark_markov_head.weight"},
+         {"dspark.markov_rank", "vocab_size"}},
         {{"dspark_conf.weight"}, {"embedding_length", "dspark.markov_rank"}},
     };
     const std::string& sfx = suffix;
@@ -288,7 +304,8 @@ std::vector<const char*> shape_keys(const std::string& suffix) {
     return {};
 }
 
-std::string join_keys(const hparams& hp, const tensor_spec& spec, const std::vector<std::string>& keys) {
+std::string join_keys(const hparams& hp, const tensor_spec& spec,
+                      const std::vector<std::string>& keys) {
     std::string s;
     for (const std::string& k : keys) s += (s.empty() ? "" : ", ") + key_value(hp, spec, k);
     return s;
@@ -314,7 +331,8 @@ std::string missing_note(const hparams& hp, const tensor_spec& spec) {
     if (il < hp.n_layer) {
         why = strfmt("block %u of %s.block_count = %u", il, a.c_str(), hp.n_layer);
     } else if (hp.is_v41()) {
-        why = strfmt("DSpark stage %u of %s.nextn_predict_layers = %u", il - hp.n_layer, a.c_str(), hp.n_dspark());
+        why = strfmt("DSpark stage %u of %s.nextn_predict_layers = %u", il - hp.n_layer, a.c_str(),
+                     hp.n_dspark());
     } else {
         why = "the MTP block";
     }
@@ -325,9 +343,11 @@ std::string missing_note(const hparams& hp, const tensor_spec& spec) {
             } else if (sfx == "ffn_gate_tid2eid.weight") {
                 why += strfmt(", below %s.hash_layer_count = %u", a.c_str(), hp.n_hash_layer);
             }
-        } else if (starts("attn_compressor_") || sfx == "indexer.attn_k.weight" || sfx == "indexer.k_norm.weight") {
+        } else if (starts("attn_compressor_") || sfx == "indexer.attn_k.weight" ||
+                   sfx == "indexer.k_norm.weight") {
             why += strfmt(", in %s.attention.kv_source_layer_ids", a.c_str());
-            if (sfx == "attn_compressor_gate.weight") why += ", " + key_value(hp, spec, "attention.compress_ratios");
+            if (sfx == "attn_compressor_gate.weight")
+                why += ", " + key_value(hp, spec, "attention.compress_ratios");
         } else if (starts("indexer.")) {
             why += strfmt(", in %s.attention.index_source_layer_ids", a.c_str());
         } else if (starts("engram_")) {
@@ -337,14 +357,14 @@ std::string missing_note(const hparams& hp, const tensor_spec& spec) {
     return " (" + why + ")";
 }
 
-void check_tensor_impl(const gguf::reader& file, const tensor_spec& spec, const gguf::tensor_info& t,
-                       const hparams* hp) {
+void check_tensor_impl(const gguf::reader& file, const tensor_spec& spec,
+                       const gguf::tensor_info& t, const hparams* hp) {
     std::vector<int64_t> got(t.ne, t.ne + t.n_dims);
     const std::vector<int64_t> want = expected_shape(spec, t.type);
     if (got != want) {
-        throw Error(strfmt("%s: tensor '%s': wrong shape: expected %s, got %s%s", file.path().c_str(),
-                           spec.name.c_str(), shape_of(want).c_str(), shape_of(got).c_str(),
-                           hp ? shape_note(*hp, spec).c_str() : ""));
+        throw Error(strfmt("%s: tensor '%s': wrong shape: expected %s, got %s%s",
+                           file.path().c_str(), spec.name.c_str(), shape_of(want).c_str(),
+                           shape_of(got).c_str(), hp ? shape_note(*hp, spec).c_str() : ""));
     }
     if (!dtype_class_accepts(spec.dtype, t.type)) {
         throw Error(strfmt("%s: tensor '%s': type %s not allowed here (expected %s)",
@@ -371,9 +391,10 @@ std::unique_ptr<model> model::load(const std::string& path, const load_options& 
     // Tokenizer vocabulary size must agree with the model's (when a vocabulary is present).
     if (const gguf::value* toks = f.find("tokenizer.ggml.tokens")) {
         if (toks->type != gguf::value_type::array || toks->arr.size() != hp.n_vocab) {
-            throw Error(strfmt("%s: metadata key 'tokenizer.ggml.tokens': expected %u tokens "
-                               "(%s.vocab_size), got %zu",
-                               path.c_str(), hp.n_vocab, hp.arch.c_str(), toks->arr.size()));
+            throw Error(
+                strfmt("%s: metadata key 'tokenizer.ggml.tokens': expected %u tokens "
+                       "(%s.vocab_size), got %zu",
+                       path.c_str(), hp.n_vocab, hp.arch.c_str(), toks->arr.size()));
         }
     }
     if (hp.is_v41()) {
@@ -385,8 +406,9 @@ std::unique_ptr<model> model::load(const std::string& path, const load_options& 
     const bool mtp_in_main = f.find_tensor("mtp.0.e_proj.weight") != nullptr;
     const bool want_mtp = m->mtp_file_ || mtp_in_main;
     if (opts.require_mtp && !want_mtp) {
-        throw Error(strfmt("%s: no MTP block (tensor 'mtp.0.e_proj.weight' missing and no MTP file given)",
-                           path.c_str()));
+        throw Error(
+            strfmt("%s: no MTP block (tensor 'mtp.0.e_proj.weight' missing and no MTP file given)",
+                   path.c_str()));
     }
 
     model_weights& mw = m->w_;
@@ -400,7 +422,8 @@ std::unique_ptr<model> model::load(const std::string& path, const load_options& 
     mtp.block.il = hp.n_layer;
 
     std::unordered_set<std::string> known;
-    auto bind_all = [&](const gguf::reader& src, const std::vector<tensor_spec>& specs, bool with_mtp) {
+    auto bind_all = [&](const gguf::reader& src, const std::vector<tensor_spec>& specs,
+                        bool with_mtp) {
         for (const tensor_spec& spec : specs) {
             const gguf::tensor_info* t = src.find_tensor(spec.name);
             if (!t) {
@@ -426,10 +449,11 @@ std::unique_ptr<model> model::load(const std::string& path, const load_options& 
     // Per-layer cross-tensor rules.
     auto check_layer = [&](const gguf::reader& src, const layer_weights& lw) {
         if (lw.ffn_gate_exps.type != lw.ffn_up_exps.type) {
-            throw Error(strfmt("%s: layer %u: ffn_gate_exps (%s) and ffn_up_exps (%s) must share one type",
-                               src.path().c_str(), lw.il,
-                               std::string(type_name(static_cast<uint32_t>(lw.ffn_gate_exps.type))).c_str(),
-                               std::string(type_name(static_cast<uint32_t>(lw.ffn_up_exps.type))).c_str()));
+            throw Error(
+                strfmt("%s: layer %u: ffn_gate_exps (%s) and ffn_up_exps (%s) must share one type",
+                       src.path().c_str(), lw.il,
+                       std::string(type_name(static_cast<uint32_t>(lw.ffn_gate_exps.type))).c_str(),
+                       std::string(type_name(static_cast<uint32_t>(lw.ffn_up_exps.type))).c_str()));
         }
         if (lw.ffn_gate_tid2eid) check_hash_table(src, hp, lw.ffn_gate_tid2eid);
     };
@@ -446,16 +470,18 @@ void model::bind_v41(const load_options& opts) {
     const gguf::reader& f = *file_;
     const hparams& hp = hp_;
     if (!opts.mtp_path.empty()) {
-        throw Error(strfmt("%s: a separate MTP / DSpark file is not supported for %s (the DSpark stages "
-                           "are read from the model file as blk.%u..)",
-                           f.path().c_str(), kArchDeepseek41, hp.n_layer));
+        throw Error(
+            strfmt("%s: a separate MTP / DSpark file is not supported for %s (the DSpark stages "
+                   "are read from the model file as blk.%u..)",
+                   f.path().c_str(), kArchDeepseek41, hp.n_layer));
     }
     // The DSpark stages are bound when the file carries them (a main file may ship without).
     const std::string probe = layer_prefix(hp, hp.n_layer) + "attn_q_a.weight";
     const bool with_dspark = hp.n_dspark() > 0 && f.find_tensor(probe) != nullptr;
     if (opts.require_mtp && !with_dspark) {
-        throw Error(strfmt("%s: no DSpark stages (nextn_predict_layers %u, tensor '%s' %s)", f.path().c_str(),
-                           hp.n_dspark(), probe.c_str(), hp.n_dspark() ? "missing" : "not expected"));
+        throw Error(strfmt("%s: no DSpark stages (nextn_predict_layers %u, tensor '%s' %s)",
+                           f.path().c_str(), hp.n_dspark(), probe.c_str(),
+                           hp.n_dspark() ? "missing" : "not expected"));
     }
 
     v41_weights vw;
@@ -479,11 +505,13 @@ void model::bind_v41(const load_options& opts) {
         if (!t) {
             if (!spec.required) continue;
             std::string also;
-            for (const auto& a : spec.aliases) also += (also.empty() ? " (nor its alias '" : ", '") + a + "'";
+            for (const auto& a : spec.aliases)
+                also += (also.empty() ? " (nor its alias '" : ", '") + a + "'";
             if (!also.empty()) also += ")";
-            throw Error(strfmt("%s: tensor '%s' is missing%s (expected shape %s, type %s)%s", f.path().c_str(),
-                               spec.name.c_str(), also.c_str(), shape_of(spec.ne).c_str(),
-                               dtype_class_name(spec.dtype), missing_note(hp, spec).c_str()));
+            throw Error(strfmt("%s: tensor '%s' is missing%s (expected shape %s, type %s)%s",
+                               f.path().c_str(), spec.name.c_str(), also.c_str(),
+                               shape_of(spec.ne).c_str(), dtype_class_name(spec.dtype),
+                               missing_note(hp, spec).c_str()));
         }
         if (t->name == spec.name) {
             check_tensor_impl(f, spec, *t, &hp);
@@ -510,10 +538,11 @@ void model::bind_v41(const load_options& opts) {
 
     auto check_block = [&](const v41_block_weights& b) {
         if (b.ffn_gate_exps.type != b.ffn_up_exps.type) {
-            throw Error(strfmt("%s: layer %u: ffn_gate_exps (%s) and ffn_up_exps (%s) must share one type",
-                               f.path().c_str(), b.il,
-                               std::string(type_name(static_cast<uint32_t>(b.ffn_gate_exps.type))).c_str(),
-                               std::string(type_name(static_cast<uint32_t>(b.ffn_up_exps.type))).c_str()));
+            throw Error(
+                strfmt("%s: layer %u: ffn_gate_exps (%s) and ffn_up_exps (%s) must share one type",
+                       f.path().c_str(), b.il,
+                       std::string(type_name(static_cast<uint32_t>(b.ffn_gate_exps.type))).c_str(),
+                       std::string(type_name(static_cast<uint32_t>(b.ffn_up_exps.type))).c_str()));
         }
     };
     for (const auto& b : vw.layers) check_block(b);

@@ -121,7 +121,7 @@ struct load_options {
 };
 
 class model {
-public:
+  public:
     // Maps, validates and binds. Throws magnetar::Error naming the file and the culprit
     // tensor or key, with expected versus found.
     static std::unique_ptr<model> load(const std::string& path, const load_options& opts = {});
@@ -135,7 +135,7 @@ public:
     // Tensors of the file(s) that the catalogue does not know (reported by inspect, ignored).
     const std::vector<std::string>& unknown_tensors() const { return unknown_; }
 
-private:
+  private:
     void bind_v41(const load_options& opts);
 
     hparams hp_;

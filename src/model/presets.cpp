@@ -199,7 +199,7 @@ hparams preset_v41_flash() {
     // token_map[2] of the real tokenizer, probably 2 (spec v41.md §3.9.1, uncertain); files
     // carry the real value.
     e.pad_id = 2;
-    e.multipliers = {76632096046245, 4839876093313, 35959672319349, 73987337458391,
+    e.multipliers = {76632096046245, 4839876093313,  35959672319349, 73987337458391,
                      67716810739261, 51510806800915, 30921347202721, 82619226485591};
     set_engram_primes(hp);
     dspark_hparams& d = hp.v41.dspark;
@@ -255,8 +255,9 @@ hparams preset_v41_tiny() {
     e.token_map.resize(hp.n_vocab);
     for (uint32_t t = 0; t < hp.n_vocab; ++t) e.token_map[t] = static_cast<int32_t>(t / 2);
     e.pad_id = static_cast<uint32_t>(e.token_map[2]);  // raw pad token 2
-    e.multipliers = {22948963341361471ull, 9720090748611819ull, 1476226777048821ull, 595470825660793ull,
-                     29662608052400909ull, 1873410163432121ull, 13919202536988139ull, 28638879857136817ull};
+    e.multipliers = {22948963341361471ull, 9720090748611819ull,  1476226777048821ull,
+                     595470825660793ull,   29662608052400909ull, 1873410163432121ull,
+                     13919202536988139ull, 28638879857136817ull};
     set_engram_primes(hp);
     dspark_hparams& d = hp.v41.dspark;
     d.block_size = 3;
@@ -286,7 +287,8 @@ hparams preset_by_name(const std::string& name, bool* with_mtp) {
         char* end = nullptr;
         unsigned long n = std::strtoul(num.c_str(), &end, 10);
         if (num.empty() || *end != '\0' || n > 43) {
-            throw Error(strfmt("preset '%s': expected flash-layers:N with 1 <= N <= 43", name.c_str()));
+            throw Error(
+                strfmt("preset '%s': expected flash-layers:N with 1 <= N <= 43", name.c_str()));
         }
         hp = preset_flash_layers(static_cast<uint32_t>(n));
     } else if (name == "v41-tiny") {
@@ -303,6 +305,8 @@ hparams preset_by_name(const std::string& name, bool* with_mtp) {
     return hp;
 }
 
-const char* preset_names_help() { return "tiny, tiny-mtp, flash-layers:N, flash, pro, v41-tiny, v41-flash"; }
+const char* preset_names_help() {
+    return "tiny, tiny-mtp, flash-layers:N, flash, pro, v41-tiny, v41-flash";
+}
 
 }  // namespace magnetar

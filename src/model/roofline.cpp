@@ -4,9 +4,9 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/types.h"
 #include "gguf/gguf.h"
 #include "quant/fp8fp4.h"
-#include "core/types.h"
 
 namespace magnetar {
 

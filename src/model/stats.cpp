@@ -29,7 +29,8 @@ size_stats compute_size_stats(const model& m) {
         const uint64_t bytes = t->n_bytes;
         const auto params = static_cast<uint64_t>(t->n_elements());
         st.total_bytes += bytes;
-        if (spec.role != tensor_role::hash_table) st.total_params += params;  // lookup tables, not weights
+        if (spec.role != tensor_role::hash_table)
+            st.total_params += params;  // lookup tables, not weights
         st.bytes_by_role[spec.role] += bytes;
         st.params_by_role[spec.role] += params;
         if (spec.layer < 0) {

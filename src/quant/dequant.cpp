@@ -60,11 +60,13 @@ void dequantize_row_q2_K(const void* src, float* dst, int64_t n) {
                 uint8_t sc = x[b].scales[is++];
                 float dl = d * static_cast<float>(sc & 0xF);
                 float ml = min * static_cast<float>(sc >> 4);
-                for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>((q[l] >> shift) & 3) - ml;
+                for (int l = 0; l < 16; ++l)
+                    *y++ = dl * static_cast<float>((q[l] >> shift) & 3) - ml;
                 sc = x[b].scales[is++];
                 dl = d * static_cast<float>(sc & 0xF);
                 ml = min * static_cast<float>(sc >> 4);
-                for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>((q[l + 16] >> shift) & 3) - ml;
+                for (int l = 0; l < 16; ++l)
+                    *y++ = dl * static_cast<float>((q[l + 16] >> shift) & 3) - ml;
                 shift += 2;
             }
             q += 32;

@@ -41,7 +41,8 @@ inline uint16_t f32_to_fp16(float f) {
     const uint32_t sign = (x >> 16) & 0x8000u;
     const uint32_t absx = x & 0x7fffffffu;
     if (absx >= 0x7f800000u) {  // inf or NaN
-        return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0u));
+        return static_cast<uint16_t>(sign | 0x7c00u |
+                                     (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0u));
     }
     if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
     if (absx < 0x38800000u) {  // result is subnormal or zero
@@ -61,11 +62,14 @@ inline uint16_t f32_to_fp16(float f) {
     return static_cast<uint16_t>(sign | h);
 }
 
-inline float bf16_to_f32(uint16_t b) { return bits_to_f32(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_f32(uint16_t b) {
+    return bits_to_f32(static_cast<uint32_t>(b) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
     uint32_t u = f32_to_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 64u);  // quiet NaN
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return static_cast<uint16_t>((u >> 16) | 64u);  // quiet NaN
     return static_cast<uint16_t>((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
 

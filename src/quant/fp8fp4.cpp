@@ -51,7 +51,7 @@ uint8_t e4m3_encode(float v) {
     const uint32_t u = f32_to_bits(v);
     const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
     const uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7f);  // NaN
+    if (a > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7f);   // NaN
     if (a >= 0x43e00000u) return static_cast<uint8_t>(sign | 0x7e);  // >= 448 (and inf): satfinite
     if (a < 0x3c800000u) {
         // Below 2^-6: spacing 2^-9. |v| * 2^9 < 8 is exact, and adding 2^23 rounds it to an
@@ -93,7 +93,9 @@ constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.
 
 }  // namespace
 
-float e4m3_decode(uint8_t code) { return kE4m3.v[code]; }
+float e4m3_decode(uint8_t code) {
+    return kE4m3.v[code];
+}
 
 uint8_t e2m1_encode(float v) {
     const uint8_t sign = std::signbit(v) ? 0x08 : 0x00;
@@ -106,17 +108,25 @@ uint8_t e2m1_encode(float v) {
     return static_cast<uint8_t>(sign | code);
 }
 
-float e2m1_decode(uint8_t code) { return kE2m1[code & 0x0f]; }
+float e2m1_decode(uint8_t code) {
+    return kE2m1[code & 0x0f];
+}
 
-float ue8m0_to_float(uint8_t b) { return exp_byte_scale(b); }
+float ue8m0_to_float(uint8_t b) {
+    return exp_byte_scale(b);
+}
 
 uint8_t ue8m0_from_exponent(int e) {
     if (e < -127 || e > 127) return 255;
     return static_cast<uint8_t>(e + 127);
 }
 
-float r448() { return bits_to_f32(kR448Bits); }
-float r6() { return bits_to_f32(kR6Bits); }
+float r448() {
+    return bits_to_f32(kR448Bits);
+}
+float r6() {
+    return bits_to_f32(kR6Bits);
+}
 
 int fast_round_scale(float amax, float r) {
     const float y = amax * r;
@@ -127,7 +137,9 @@ int fast_round_scale(float amax, float r) {
     return expfield - 127 + mant_nonzero;
 }
 
-float round_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+float round_bf16(float v) {
+    return bf16_to_f32(f32_to_bf16(v));
+}
 
 void round_bf16_inplace(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = round_bf16(x[i]);
@@ -145,7 +157,8 @@ float block_amax(const float* x, int64_t n) {
     float amax = 0.0f;
     for (int64_t i = 0; i < n; ++i) {
         const float a = std::fabs(x[i]);
-        if (!(a <= std::numeric_limits<float>::max())) return std::numeric_limits<float>::quiet_NaN();
+        if (!(a <= std::numeric_limits<float>::max()))
+            return std::numeric_limits<float>::quiet_NaN();
         amax = std::max(amax, a);
     }
     return amax;

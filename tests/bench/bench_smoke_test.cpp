@@ -25,18 +25,19 @@ namespace {
 // models/magnetar-tiny.gguf of the checkout, else the same recipe generated into the cache.
 const std::string& bench_model() {
     static const std::string path = [] {
-        const std::string embedded = std::string(MAGNETAR_SOURCE_DIR) + "/models/magnetar-tiny.gguf";
+        const std::string embedded =
+            std::string(MAGNETAR_SOURCE_DIR) + "/models/magnetar-tiny.gguf";
         if (std::filesystem::exists(embedded)) return embedded;
-        const std::string dir = test::cached_dir("bench-model-tiny-f32", "tiny-f32-1",
-                                                 [](const std::string& out) {
-                                                     genmodel::options o;
-                                                     o.preset = "tiny";
-                                                     o.weights = genmodel::parse_weight_scheme("f32");
-                                                     o.seed = 1;
-                                                     o.output = out + "/model.gguf";
-                                                     o.quiet = true;
-                                                     genmodel::generate(o);
-                                                 });
+        const std::string dir =
+            test::cached_dir("bench-model-tiny-f32", "tiny-f32-1", [](const std::string& out) {
+                genmodel::options o;
+                o.preset = "tiny";
+                o.weights = genmodel::parse_weight_scheme("f32");
+                o.seed = 1;
+                o.output = out + "/model.gguf";
+                o.quiet = true;
+                genmodel::generate(o);
+            });
         return dir + "/model.gguf";
     }();
     return path;
@@ -92,7 +93,8 @@ csv_table parse_csv(const std::string& text, std::vector<std::string>* header) {
         for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
         EXPECT_EQ(f.size(), header->size()) << line;
         std::map<std::string, double> row;
-        for (size_t i = 0; i < f.size() && i < header->size(); ++i) row[(*header)[i]] = std::stod(f[i]);
+        for (size_t i = 0; i < f.size() && i < header->size(); ++i)
+            row[(*header)[i]] = std::stod(f[i]);
         rows.push_back(row);
     }
     return rows;
@@ -134,17 +136,27 @@ bool well_formed_xml(const std::string& s, std::string* why) {
     return true;
 }
 
-const std::vector<std::string> kColumns = {
-    "ctx_tokens",        "prefill_tokens",         "prefill_tps",        "gen_tokens",
-    "gen_tps",           "kvcache_bytes",          "weight_bytes_per_token", "kv_bytes_per_token",
-    "achieved_gbs",      "read_gbs",               "roofline_ratio",     "prefill_gflops",
-    "dot_gops",          "prefill_dot_ratio"};
+const std::vector<std::string> kColumns = {"ctx_tokens",
+                                           "prefill_tokens",
+                                           "prefill_tps",
+                                           "gen_tokens",
+                                           "gen_tps",
+                                           "kvcache_bytes",
+                                           "weight_bytes_per_token",
+                                           "kv_bytes_per_token",
+                                           "achieved_gbs",
+                                           "read_gbs",
+                                           "roofline_ratio",
+                                           "prefill_gflops",
+                                           "dot_gops",
+                                           "prefill_dot_ratio"};
 
 TEST(BenchSmoke, WalkCsvSvgAndProjection) {
     const std::string svg = test::temp_dir() + "/chart.svg";
     const std::string args = "-m " + bench_model() + " -t 2 --prompt-file " + text_file() +
                              " --ctx-start 64 --ctx-max 192 --step-incr 64 --gen-tokens 4"
-                             " --read-mb 64 --project-layers 43 --svg " + svg;
+                             " --read-mb 64 --project-layers 43 --svg " +
+                             svg;
     const run_out r = run_bench(args);
     ASSERT_EQ(r.rc, 0) << r.err;
 
@@ -160,10 +172,10 @@ TEST(BenchSmoke, WalkCsvSvgAndProjection) {
         EXPECT_EQ(row.at("ctx_tokens"), 64.0 * static_cast<double>(i + 1));
         EXPECT_EQ(row.at("prefill_tokens"), 64.0);
         EXPECT_EQ(row.at("gen_tokens"), 4.0);
-        for (const char* c : {"prefill_tps", "gen_tps", "kvcache_bytes", "weight_bytes_per_token",
-                              "kv_bytes_per_token", "achieved_gbs", "read_gbs", "roofline_ratio",
-                              "prefill_gflops", "dot_gops", "prefill_dot_ratio",
-                              "proj_prefill_tps", "proj_gen_tps"}) {
+        for (const char* c :
+             {"prefill_tps", "gen_tps", "kvcache_bytes", "weight_bytes_per_token",
+              "kv_bytes_per_token", "achieved_gbs", "read_gbs", "roofline_ratio", "prefill_gflops",
+              "dot_gops", "prefill_dot_ratio", "proj_prefill_tps", "proj_gen_tps"}) {
             EXPECT_GT(row.at(c), 0.0) << c << " at row " << i;
         }
         // The ratio is the quotient of the two printed columns (3 decimals printed).
@@ -214,8 +226,8 @@ TEST(BenchSmoke, WalkCsvSvgAndProjection) {
     const std::string csv = test::temp_dir() + "/walk.csv";
     const run_out r2 = run_bench("-m " + bench_model() + " -t 2 --prompt-file " + text_file() +
                                  " --ctx-start 64 --ctx-max 64 --gen-tokens 4 --read-mb 64"
-                                 " --project-layers 43 --project-base " + base +
-                                 " --project-base-layers 2 --csv " + csv);
+                                 " --project-layers 43 --project-base " +
+                                 base + " --project-base-layers 2 --csv " + csv);
     ASSERT_EQ(r2.rc, 0) << r2.err;
     EXPECT_EQ(r2.out, "");  // the CSV went to the file
     std::ifstream cf(csv);

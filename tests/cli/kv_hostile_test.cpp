@@ -4,6 +4,7 @@
 // no temp file left), SIGTERM while the server is still starting.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,8 +13,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
@@ -101,8 +100,8 @@ struct child {
     bool read_until(const std::string& needle, double timeout_s) {
         const auto end = clock_type::now() + std::chrono::duration<double>(timeout_s);
         while (out_text.find(needle) == std::string::npos) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                end - clock_type::now());
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now());
             if (left.count() <= 0) return false;
             pollfd p{out, POLLIN, 0};
             if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -189,13 +188,12 @@ TEST(KvCommand, EntriesOfAnotherModelAreMarkedNotInvalid) {
     other.fingerprint ^= 0x5a5a;
     save_entry(dir.path, other, "written by some other model");
     save_entry(dir.path, kvstore::identity_of_model(cli_tiny_model()), "and one of ours");
-    cmd_result r = run_magnetar("kv ls " + shell_quote(dir.path) + " -m " +
-                                shell_quote(cli_tiny_model()));
+    cmd_result r =
+        run_magnetar("kv ls " + shell_quote(dir.path) + " -m " + shell_quote(cli_tiny_model()));
     EXPECT_EQ(r.rc, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("other "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("1 entries written for another model"), std::string::npos) << r.out;
-    r = run_magnetar("kv verify " + shell_quote(dir.path) + " -m " +
-                     shell_quote(cli_tiny_model()));
+    r = run_magnetar("kv verify " + shell_quote(dir.path) + " -m " + shell_quote(cli_tiny_model()));
     EXPECT_EQ(r.rc, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("1 ok, 0 bad"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("1 of another model"), std::string::npos) << r.out;
@@ -213,10 +211,11 @@ int http_post(int port, const std::string& target, const std::string& body, std:
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     std::string resp;
     if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-        const std::string req = "POST " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        const std::string req = "POST " + target +
+                                " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                 "Content-Type: application/json\r\nConnection: close\r\n"
-                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
-                                body;
+                                "Content-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body;
         if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
             char buf[4096];
             ssize_t n;
@@ -242,8 +241,8 @@ int port_of(const std::string& out) {
 TEST(ServeDiskCache, FileSizeLimitFailsTheSaveNotTheRequest) {
     scratch_dir dir("fsize");
     child c({"serve", "-m", cli_tiny_model(), "-t", "1", "--port", "0", "-c", "2048", "-n", "4",
-             "--kv-disk-dir", dir.path, "--kv-cache-min-tokens", "64",
-             "--kv-cache-cold-max-tokens", "4096", "--kv-cache-boundary-align-tokens", "0"},
+             "--kv-disk-dir", dir.path, "--kv-cache-min-tokens", "64", "--kv-cache-cold-max-tokens",
+             "4096", "--kv-cache-boundary-align-tokens", "0"},
             dir.path + "-stderr", 64 << 10);
     ASSERT_GT(c.pid, 0);
     ASSERT_TRUE(c.read_until("listening on port", 60)) << c.err();

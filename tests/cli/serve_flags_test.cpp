@@ -31,7 +31,9 @@ TEST(ServeFlags, MaxBodyMustBeAFiniteSize) {
     }
 }
 
-TEST(ServeFlags, QueueAtLeastOne) { expect_refused("--queue 0", "--queue"); }
+TEST(ServeFlags, QueueAtLeastOne) {
+    expect_refused("--queue 0", "--queue");
+}
 
 TEST(ServeFlags, TimeoutsMustBePositive) {
     expect_refused("--header-timeout-s 0", "--header-timeout-s");

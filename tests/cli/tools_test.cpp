@@ -33,8 +33,8 @@ TEST(CompareReference, ReportsEveryLayerAndAgreesOnTheArgmax) {
     }
     EXPECT_NE(r.out.find("argmax fast"), std::string::npos);
     EXPECT_EQ(r.out.find("(DIFFERENT)"), std::string::npos) << r.out;
-    const cmd_result bad = run_magnetar("compare-reference -m " + shell_quote(cli_tiny_model()) +
-                                        " --first 0");
+    const cmd_result bad =
+        run_magnetar("compare-reference -m " + shell_quote(cli_tiny_model()) + " --first 0");
     EXPECT_NE(bad.rc, 0);
     EXPECT_NE(bad.err.find("--first"), std::string::npos) << bad.err;
 }
@@ -45,8 +45,8 @@ TEST(KvCommand, ListShowVerifyAndRemove) {
     fs::remove_all(dir);
     const Engine& e = cli_engine();
     std::vector<int32_t> toks;
-    ASSERT_TRUE(e.tokenize_chat({{"user", std::string(400, 'x') + " tell me", ""}},
-                                think_mode::off, 0, &toks)
+    ASSERT_TRUE(e.tokenize_chat({{"user", std::string(400, 'x') + " tell me", ""}}, think_mode::off,
+                                0, &toks)
                     .ok());
     std::string path;
     {

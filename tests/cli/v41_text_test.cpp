@@ -20,8 +20,12 @@ namespace {
 using test::run_magnetar;
 using test::shell_quote;
 
-const std::string& v41_model() { return test::tiny_v41_model(); }
-const Engine* v41_engine() { return test::tiny_v41_engine(); }
+const std::string& v41_model() {
+    return test::tiny_v41_model();
+}
+const Engine* v41_engine() {
+    return test::tiny_v41_engine();
+}
 
 std::string bytes_of(const Engine& e, const std::vector<int32_t>& ids) {
     std::string s;
@@ -29,7 +33,9 @@ std::string bytes_of(const Engine& e, const std::vector<int32_t>& ids) {
     return s;
 }
 
-std::string model_arg() { return "-m " + shell_quote(v41_model()) + " -t 2 "; }
+std::string model_arg() {
+    return "-m " + shell_quote(v41_model()) + " -t 2 ";
+}
 
 TEST(V41Text, ModelCarriesTheDeepSeekTokenizer) {
     MAGNETAR_REQUIRE_V41_MODEL();
@@ -47,18 +53,22 @@ TEST(V41Text, ModelCarriesTheDeepSeekTokenizer) {
 TEST(V41Text, RunGreedyEqualsSessionArgmax) {
     MAGNETAR_REQUIRE_V41_MODEL();
     const Engine& e = *v41_engine();
-    const auto r = run_magnetar("run " + model_arg() + "-p 'Tell me a story.' --temp 0 -n 8 -c 256");
+    const auto r =
+        run_magnetar("run " + model_arg() + "-p 'Tell me a story.' --temp 0 -n 8 -c 256");
     ASSERT_EQ(r.rc, 0) << r.err;
-    const auto prompt = test::chat_prompt(e, "Tell me a story.", think_mode::on, 256, "You are a helpful assistant");
+    const auto prompt = test::chat_prompt(e, "Tell me a story.", think_mode::on, 256,
+                                          "You are a helpful assistant");
     const auto want = test::greedy_continuation(e, prompt, 8, 256);
     EXPECT_FALSE(want.empty());
     EXPECT_EQ(r.out, bytes_of(e, want) + "\n");
     EXPECT_NE(r.err.find(" t/s, generation: "), std::string::npos) << r.err;
 
     // No system prompt, thinking off: a different rendered prompt, still the API's continuation.
-    const auto r2 = run_magnetar("run " + model_arg() + "-p 'Tell me a story.' -sys '' --nothink --temp 0 -n 8 -c 256");
+    const auto r2 = run_magnetar("run " + model_arg() +
+                                 "-p 'Tell me a story.' -sys '' --nothink --temp 0 -n 8 -c 256");
     ASSERT_EQ(r2.rc, 0) << r2.err;
-    const auto want2 = test::greedy_continuation(e, test::chat_prompt(e, "Tell me a story.", think_mode::off, 256), 8, 256);
+    const auto want2 = test::greedy_continuation(
+        e, test::chat_prompt(e, "Tell me a story.", think_mode::off, 256), 8, 256);
     EXPECT_EQ(r2.out, bytes_of(e, want2) + "\n");
 }
 
@@ -69,8 +79,8 @@ TEST(V41Text, ChatTurnThroughAPipeEqualsRun) {
     ASSERT_EQ(run.rc, 0) << run.err;
     std::string out;
     // run_command captures stderr too: keep the banner and the timing line out.
-    const std::string cmd = "(printf 'Hello there\\n' | " + test::magnetar_bin() + " chat " + model_arg() +
-                            flags + " 2>/dev/null)";
+    const std::string cmd = "(printf 'Hello there\\n' | " + test::magnetar_bin() + " chat " +
+                            model_arg() + flags + " 2>/dev/null)";
     ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
     // Off a terminal stdout holds the input prompt ("magnetar> "), the reply line, and the
     // prompt again before the end of input.

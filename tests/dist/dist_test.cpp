@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -43,8 +43,8 @@ std::string mpirun(int np) {
            std::to_string(np) + " ";
 }
 
-#define REQUIRE_MPI()                                                          \
-    do {                                                                       \
+#define REQUIRE_MPI()                                                            \
+    do {                                                                         \
         if (std::string(mpiexec()).empty()) GTEST_SKIP() << "built without MPI"; \
     } while (0)
 
@@ -85,9 +85,9 @@ std::string token_file() {
 std::vector<float> eval_logits(int np, const std::string& mode, const std::string& extra) {
     const std::string out = temp_dir() + "/logits-" + std::to_string(np) + "-" + mode + ".f32";
     std::string cmd = np > 0 ? mpirun(np) : std::string();
-    cmd += magnetar_bin() + " eval-logits -t 1 -m " + shell_quote(cli_tiny_model()) +
-           " --tokens " + shell_quote(token_file()) + " --out " + shell_quote(out) + " --mode " +
-           mode + " " + extra;
+    cmd += magnetar_bin() + " eval-logits -t 1 -m " + shell_quote(cli_tiny_model()) + " --tokens " +
+           shell_quote(token_file()) + " --out " + shell_quote(out) + " --mode " + mode + " " +
+           extra;
     const cmd_result r = run_shell(cmd);
     EXPECT_EQ(r.rc, 0) << cmd << "\n" << r.err;
     if (r.rc != 0) return {};
@@ -224,14 +224,16 @@ TEST(Dist, ThreeRanksOversubscribedF32BitwiseAndBf16Close) {
     expect_bitwise(prefill,
                    eval_logits(3, "prefill", "--all-positions --wire-f32 --layers 0:1,1:4,4:6"));
     expect_bitwise(single_logits("decode"), eval_logits(3, "decode", "--all-positions --wire-f32"));
-    expect_close(prefill, eval_logits(3, "prefill", "--all-positions"), cli_engine().info().n_vocab);
+    expect_close(prefill, eval_logits(3, "prefill", "--all-positions"),
+                 cli_engine().info().n_vocab);
 }
 
 TEST(Dist, GreedyAndSeededContinuationsMatchTheSingleProcess) {
     REQUIRE_MPI();
     const std::string args = " run -t 1 -m " + shell_quote(cli_tiny_model()) +
                              " -p 'Tell me a story.' -n 40 -c 512 --wire-f32 ";
-    for (const std::string& sampling : {std::string("--temp 0"), std::string("--temp 0.9 --seed 42")}) {
+    for (const std::string& sampling :
+         {std::string("--temp 0"), std::string("--temp 0.9 --seed 42")}) {
         const cmd_result one = run_shell(magnetar_bin() + args + sampling);
         const cmd_result two = run_shell(mpirun(2) + magnetar_bin() + args + sampling);
         ASSERT_EQ(one.rc, 0) << one.err;
@@ -313,11 +315,10 @@ TEST(Dist, PipelinedLoadRefusesABadPayload) {
     std::memcpy(bad.data(), head, sizeof(head));
     const std::string path = temp_dir() + "/snap-bad.bin";
     write_file(path, bad);
-    const std::string cmd = "timeout 60 " + mpirun(2) + magnetar_bin() +
-                            " eval-logits -t 1 --ctx 300 -m " + shell_quote(cli_tiny_model()) +
-                            " --tokens " + shell_quote(token_slice(0, 8)) + " --out " +
-                            shell_quote(temp_dir() + "/snap-bad.f32") + " --load-payload " +
-                            shell_quote(path);
+    const std::string cmd =
+        "timeout 60 " + mpirun(2) + magnetar_bin() + " eval-logits -t 1 --ctx 300 -m " +
+        shell_quote(cli_tiny_model()) + " --tokens " + shell_quote(token_slice(0, 8)) + " --out " +
+        shell_quote(temp_dir() + "/snap-bad.f32") + " --load-payload " + shell_quote(path);
     const cmd_result r = run_shell(cmd);
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.rc, 124) << "hung";
@@ -327,8 +328,7 @@ TEST(Dist, PipelinedLoadRefusesABadPayload) {
 TEST(Dist, HandshakeRejectsABadSplit) {
     REQUIRE_MPI();
     const cmd_result r = run_shell(mpirun(2) + magnetar_bin() + " run -t 1 -m " +
-                                   shell_quote(cli_tiny_model()) +
-                                   " -p hi -n 2 --layers 0:2,3:6");
+                                   shell_quote(cli_tiny_model()) + " -p hi -n 2 --layers 0:2,3:6");
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("ranges must be contiguous"), std::string::npos) << r.err;
 }
@@ -345,7 +345,8 @@ int server_port(FILE* out) {
 
 std::string chat_completion(const std::string& launcher) {
     const std::string cmd = "exec " + launcher + magnetar_bin() + " serve -t 1 -m " +
-                            shell_quote(cli_tiny_model()) + " --port 0 -c 512 --wire-f32 2>/dev/null";
+                            shell_quote(cli_tiny_model()) +
+                            " --port 0 -c 512 --wire-f32 2>/dev/null";
     int fds[2];
     if (::pipe(fds) != 0) return "pipe failed";
     const pid_t pid = ::fork();
@@ -366,12 +367,9 @@ std::string chat_completion(const std::string& launcher) {
         httplib::Client cli("127.0.0.1", port);
         cli.set_read_timeout(60, 0);
         const nlohmann::json body = {
-            {"model", "x"},
-            {"messages", {{{"role", "user"}, {"content", "Tell me a story."}}}},
-            {"max_tokens", 24},
-            {"seed", 7},  // thinking mode samples at its own temperature
-            {"logprobs", true},
-            {"top_logprobs", 3}};
+            {"model", "x"},     {"messages", {{{"role", "user"}, {"content", "Tell me a story."}}}},
+            {"max_tokens", 24}, {"seed", 7},  // thinking mode samples at its own temperature
+            {"logprobs", true}, {"top_logprobs", 3}};
         auto res = cli.Post("/v1/chat/completions", body.dump(), "application/json");
         if (!res) {
             content = "no answer";
@@ -435,7 +433,8 @@ TEST(Dist, KilledRankEndsTheJobWithAnError) {
            std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (done == 0) {
         ::kill(-pid, SIGKILL);
         ::waitpid(pid, &st, 0);

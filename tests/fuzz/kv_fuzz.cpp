@@ -125,8 +125,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     const char* env = std::getenv("MAGNETAR_FUZZ_MODEL");
     const std::string model = env ? env : find_in_ancestors("models/magnetar-tiny.gguf");
     if (model.empty()) {
-        std::fprintf(stderr, "kv_fuzz: models/magnetar-tiny.gguf not found (scripts/setup.sh "
-                             "makes it) and MAGNETAR_FUZZ_MODEL not set\n");
+        std::fprintf(stderr,
+                     "kv_fuzz: models/magnetar-tiny.gguf not found (scripts/setup.sh "
+                     "makes it) and MAGNETAR_FUZZ_MODEL not set\n");
         std::abort();
     }
     engine_options eo;
@@ -136,8 +137,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     g_id = kvstore::identity_of_model(model);
     g_session = new_session();
     g_other = new_session();
-    g_dir = (fs::temp_directory_path() / ("magnetar-kv-fuzz-" + std::to_string(::getpid())))
-                .string();
+    g_dir =
+        (fs::temp_directory_path() / ("magnetar-kv-fuzz-" + std::to_string(::getpid()))).string();
     fs::create_directories(g_dir);
     if (const char* seeds = std::getenv("MAGNETAR_FUZZ_WRITE_SEEDS")) write_seeds(seeds);
     std::atexit([] { fs::remove_all(g_dir); });

@@ -84,9 +84,9 @@ struct conversation {
 
 conversation read(FuzzedDataProvider& in) {
     conversation c;
-    const chat::role roles[] = {chat::role::system,    chat::role::developer,
-                                chat::role::user,      chat::role::assistant,
-                                chat::role::tool,      chat::role::latest_reminder};
+    const chat::role roles[] = {chat::role::system, chat::role::developer,
+                                chat::role::user,   chat::role::assistant,
+                                chat::role::tool,   chat::role::latest_reminder};
     const int n = in.ConsumeIntegralInRange(0, 6);
     for (int i = 0; i < n; ++i) {
         chat::message m;
@@ -192,10 +192,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     // The completions template: the whole prompt is client text.
     const std::string user = c.messages.empty() ? std::string() : c.messages[0].content;
-    const server::prompt a = server::build_completion_prompt(*g_tok, *g_lits, user,
+    const server::prompt a =
+        server::build_completion_prompt(*g_tok, *g_lits, user, c.options.mode, c.options.n_ctx);
+    const server::prompt b = server::build_completion_prompt(*g_tok, *g_lits, neutral(user),
                                                              c.options.mode, c.options.n_ctx);
-    const server::prompt b = server::build_completion_prompt(
-        *g_tok, *g_lits, neutral(user), c.options.mode, c.options.n_ctx);
     if (g_tok->decode(a.tokens) != a.text) fail("completion tokens do not decode to the text");
     if (controls(a.tokens) != controls(b.tokens)) fail("completion text changed control tokens");
     return 0;

@@ -167,7 +167,8 @@ TEST(CudaModel, DecodeAsOneGraphPerStepEqualsPrefill) {
     EXPECT_EQ(before.steps, 0u);
     EXPECT_EQ(g.steps, static_cast<uint64_t>(kTokens));
     std::printf("  %llu graph steps: %llu replayed, %llu instantiations\n",
-                static_cast<unsigned long long>(g.steps), static_cast<unsigned long long>(g.replays),
+                static_cast<unsigned long long>(g.steps),
+                static_cast<unsigned long long>(g.replays),
                 static_cast<unsigned long long>(g.instantiations));
     // The op sequence of a decode step changes only a few times (first token, the indexer
     // starting): almost every step replays the instantiated graph.

@@ -4,6 +4,8 @@
 // bit-identically, DSpark drafts included, and so does the official-compatible index-key slot;
 // the size formula is exact; and every malformed payload is refused with a message naming the
 // field, leaving the cache empty.
+#include "kv/payload41.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,7 +22,6 @@
 #include "graph/forward41.h"
 #include "kv/cache41.h"
 #include "kv/v41_rig.h"
-#include "kv/payload41.h"
 #include "model/forward_fixtures.h"
 #include "model/hparams.h"
 #include "model/model.h"

@@ -61,7 +61,8 @@ struct v41_rig {
             req.logits = rows.data();
             fwd->run(req, c, *ar, nullptr, o);
             const size_t n_rows = every_position ? static_cast<size_t>(req.n) : 1;
-            out.insert(out.end(), rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n_rows * V));
+            out.insert(out.end(), rows.begin(),
+                       rows.begin() + static_cast<std::ptrdiff_t>(n_rows * V));
             p += req.n;
         }
         return out;

@@ -27,10 +27,11 @@ nlohmann::json activation_stats(const std::string& preset, genmodel::weight_sche
     ids += "]";
     test::write_file(dir + "/ids.json", std::vector<uint8_t>(ids.begin(), ids.end()));
     std::string out;
-    const int rc = test::run_command("/usr/bin/python3 " + std::string(MAGNETAR_SOURCE_DIR) +
-                                         "/tests/reference/ref.py activation-stats --quiet --dtype float32 -m " +
-                                         o.output + " --tokens " + dir + "/ids.json 2>&1",
-                                     &out);
+    const int rc = test::run_command(
+        "/usr/bin/python3 " + std::string(MAGNETAR_SOURCE_DIR) +
+            "/tests/reference/ref.py activation-stats --quiet --dtype float32 -m " + o.output +
+            " --tokens " + dir + "/ids.json 2>&1",
+        &out);
     EXPECT_EQ(rc, 0) << out;
     return nlohmann::json::parse(out);
 }
@@ -44,7 +45,8 @@ void expect_realistic(const nlohmann::json& j) {
             const double rms = s.at("rms").get<double>();
             EXPECT_GT(rms, 0.1) << where << " collapses";
             EXPECT_LT(rms, 10.0) << where << " grows";
-            EXPECT_GT(s.at("min_row_rms").get<double>(), 0.05) << where << " has a near-zero position";
+            EXPECT_GT(s.at("min_row_rms").get<double>(), 0.05)
+                << where << " has a near-zero position";
             EXPECT_LT(s.at("max_abs").get<double>(), 100.0) << where << " has an outlier";
         }
     }
@@ -53,7 +55,9 @@ void expect_realistic(const nlohmann::json& j) {
     EXPECT_LT(head, 2.0);
 }
 
-TEST(ActivationRange, TinyF32) { expect_realistic(activation_stats("tiny", genmodel::weight_scheme::f32)); }
+TEST(ActivationRange, TinyF32) {
+    expect_realistic(activation_stats("tiny", genmodel::weight_scheme::f32));
+}
 
 TEST(ActivationRange, TinyMtpPublished) {
     const auto j = activation_stats("tiny-mtp", genmodel::weight_scheme::published);

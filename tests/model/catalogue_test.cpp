@@ -50,7 +50,9 @@ TEST(Catalogue, ValidMicroModelLoadsAndBindsEveryTensor) {
 
 TEST(Catalogue, MissingTensorIsNamed) {
     auto b = model_file_builder::micro();
-    b.edit_tensor = [](tensor_spec& s, ggml_type&) { return s.name != "blk.3.attn_compressor_kv.weight"; };
+    b.edit_tensor = [](tensor_spec& s, ggml_type&) {
+        return s.name != "blk.3.attn_compressor_kv.weight";
+    };
     const std::string msg = load_error(b);
     EXPECT_NE(msg.find("'blk.3.attn_compressor_kv.weight'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
@@ -94,7 +96,8 @@ TEST(Catalogue, CompressRatioListTooShort) {
     b.hp.compress_ratios = {0, 0, 4};
     const std::string msg = load_error(b);
     EXPECT_NE(msg.find("compress_ratios"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("block_count = 6 entries (+1 for the MTP block), got 3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("block_count = 6 entries (+1 for the MTP block), got 3"), std::string::npos)
+        << msg;
 }
 
 TEST(Catalogue, CompressRatioValueOutsideSchedule) {
@@ -124,7 +127,9 @@ TEST(Catalogue, InconsistentHeadDims) {
 
 TEST(Catalogue, MissingKeyIsNamed) {
     auto b = model_file_builder::micro();
-    b.edit_metadata = [](gguf::writer& w) { ASSERT_TRUE(w.remove("deepseek4.attention.indexer.top_k")); };
+    b.edit_metadata = [](gguf::writer& w) {
+        ASSERT_TRUE(w.remove("deepseek4.attention.indexer.top_k"));
+    };
     const std::string msg = load_error(b);
     EXPECT_NE(msg.find("'deepseek4.attention.indexer.top_k'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("required key is missing"), std::string::npos) << msg;
@@ -132,7 +137,9 @@ TEST(Catalogue, MissingKeyIsNamed) {
 
 TEST(Catalogue, WrongArchitectureIsNamed) {
     auto b = model_file_builder::micro();
-    b.edit_metadata = [](gguf::writer& w) { w.set("general.architecture", gguf::value::make_string("llama")); };
+    b.edit_metadata = [](gguf::writer& w) {
+        w.set("general.architecture", gguf::value::make_string("llama"));
+    };
     std::string msg = load_error(b);
     EXPECT_NE(msg.find("general.architecture"), std::string::npos) << msg;
     EXPECT_NE(msg.find("expected 'deepseek4', got 'llama'"), std::string::npos) << msg;
@@ -140,7 +147,9 @@ TEST(Catalogue, WrongArchitectureIsNamed) {
 
 TEST(Catalogue, WrongKeyTypeIsNamed) {
     auto b = model_file_builder::micro();
-    b.edit_metadata = [](gguf::writer& w) { w.set("deepseek4.block_count", gguf::value::make_i32(6)); };
+    b.edit_metadata = [](gguf::writer& w) {
+        w.set("deepseek4.block_count", gguf::value::make_i32(6));
+    };
     const std::string msg = load_error(b);
     EXPECT_NE(msg.find("'deepseek4.block_count'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("expected type u32, got i32"), std::string::npos) << msg;
@@ -240,7 +249,7 @@ TEST(Memory, MatchesSpecFormulas) {
     EXPECT_DOUBLE_EQ(kv_bytes_per_token(f, 4), 13760.0);
     EXPECT_DOUBLE_EQ(kv_bytes_per_token(f, 2), 6880.0);
     kv_memory m = estimate_kv_memory(f, 32768, 4);
-    EXPECT_EQ(m.raw_window_bytes, 43ull * 128 * 512 * 4);              // 10.75 MiB
+    EXPECT_EQ(m.raw_window_bytes, 43ull * 128 * 512 * 4);                 // 10.75 MiB
     EXPECT_EQ(m.frontier_bytes, 21ull * 80 * 1024 + 20ull * 512 * 1024);  // 11.64 MiB
     EXPECT_EQ(m.growing_bytes, 32768ull * 13760);
     const hparams p = preset_pro();

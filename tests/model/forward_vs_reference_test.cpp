@@ -127,15 +127,15 @@ TEST(ForwardVsReference, TinyPublishedFastPathIsClose) {
         return den > 0 ? num / den : num;
     };
     EXPECT_EQ(got[0]["blk.0.attn_norm"], got[1]["blk.0.attn_norm"]);  // before any product
-    for (const char* name : {"blk.0.q_lora", "blk.0.q", "blk.0.attn_o_lora", "blk.0.shexp_swiglu"}) {
+    for (const char* name :
+         {"blk.0.q_lora", "blk.0.q", "blk.0.attn_o_lora", "blk.0.shexp_swiglu"}) {
         ASSERT_EQ(got[0][name].size(), got[1][name].size()) << name;
         const double d = rel(got[0][name], got[1][name]);
         std::printf("  %-22s int8 vs float activations: max rel %.3e\n", name, d);
         EXPECT_LT(d, 3e-2) << name;
         EXPECT_GT(d, 0.0) << name << ": the fast path is not in use";
     }
-    report("logits, int8 vs float activations (drift)",
-           compare_rows(logits[0], logits[1], kVocab));
+    report("logits, int8 vs float activations (drift)", compare_rows(logits[0], logits[1], kVocab));
 }
 
 TEST(ForwardVsReference, TinyMtpDrafts) {

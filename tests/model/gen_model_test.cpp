@@ -1,12 +1,13 @@
 // The model generator: deterministic bytes, the published weight mix, the real vocabulary, and
 // every preset loads through the same validation as real files.
+#include "gen-model/gen_model.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "gen-model/gen_model.h"
 #include "gen-model/vocab.h"
 #include "model/model.h"
 #include "support/test_support.h"
@@ -47,13 +48,21 @@ TEST(GenModel, TinyLoadsWithRealVocabulary) {
     const gguf::value* toks = m->file().find("tokenizer.ggml.tokens");
     ASSERT_NE(toks, nullptr);
     ASSERT_EQ(toks->arr.size(), 129280u);
-    EXPECT_EQ(toks->arr[0].s, "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>");
-    EXPECT_EQ(toks->arr[1].s, "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>");
+    EXPECT_EQ(toks->arr[0].s,
+              "<\xef\xbd\x9c"
+              "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>");
+    EXPECT_EQ(toks->arr[1].s,
+              "<\xef\xbd\x9c"
+              "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>");
     EXPECT_EQ(toks->arr[128803].s, "<\xef\xbd\x9cUser\xef\xbd\x9c>");
-    EXPECT_EQ(toks->arr[128804].s, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>");
+    EXPECT_EQ(toks->arr[128804].s,
+              "<\xef\xbd\x9c"
+              "Assistant\xef\xbd\x9c>");
     EXPECT_EQ(toks->arr[128821].s, "<think>");
     EXPECT_EQ(toks->arr[128822].s, "</think>");
-    EXPECT_EQ(toks->arr[128825].s, "\xef\xbd\x9c" "DSML\xef\xbd\x9c");
+    EXPECT_EQ(toks->arr[128825].s,
+              "\xef\xbd\x9c"
+              "DSML\xef\xbd\x9c");
     const gguf::value* merges = m->file().find("tokenizer.ggml.merges");
     ASSERT_NE(merges, nullptr);
     EXPECT_GT(merges->arr.size(), 100000u);
@@ -109,8 +118,10 @@ TEST(GenModel, PublishedMixFollowsSpec) {
             EXPECT_EQ(l.idx_q_b.type, ggml_type::F16);
             EXPECT_EQ(l.idx_proj.type, ggml_type::F16);
         }
-        if (l.hash_routed) EXPECT_EQ(l.ffn_gate_tid2eid.type, ggml_type::I32);
-        else EXPECT_EQ(l.exp_probs_b.type, ggml_type::F32);
+        if (l.hash_routed)
+            EXPECT_EQ(l.ffn_gate_tid2eid.type, ggml_type::I32);
+        else
+            EXPECT_EQ(l.exp_probs_b.type, ggml_type::F32);
     }
     // The published MTP file keeps its experts in Q4_K.
     EXPECT_EQ(w.mtp->block.ffn_gate_exps.type, ggml_type::Q4_K);
@@ -142,7 +153,8 @@ TEST(GenModel, BadOptionsGiveClearErrors) {
         genmodel::generate(o);
         FAIL();
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("unknown preset 'huge'"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("unknown preset 'huge'"), std::string::npos)
+            << e.what();
     }
     EXPECT_FALSE(std::filesystem::exists(o.output));
     EXPECT_THROW(genmodel::parse_weight_scheme("q3"), Error);

@@ -11,11 +11,10 @@
 // Also here: sessions with an absurd context get an error status (Engine::create_session,
 // `magnetar run -c 1000000000`), the bounds themselves, and every preset within them.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -126,7 +125,8 @@ void write_v4(const hparams& hp, const std::string& path) {
         uint64_t n = 1;
         for (int64_t d : s.ne) n *= static_cast<uint64_t>(d);
         std::vector<uint8_t> buf(4 * n);
-        const bool norm = s.suffix.find("norm") != std::string::npos || s.name.find("norm") != std::string::npos;
+        const bool norm =
+            s.suffix.find("norm") != std::string::npos || s.name.find("norm") != std::string::npos;
         for (uint64_t i = 0; i < n; ++i) {
             if (s.dtype == dtype_class::i32) {
                 const auto k = static_cast<uint64_t>(s.ne[0]);
@@ -135,7 +135,8 @@ void write_v4(const hparams& hp, const std::string& path) {
                 continue;
             }
             rng = rng * 1664525u + 1013904223u;
-            const float v = norm ? 1.0f : (static_cast<float>(rng >> 8) / 16777216.0f - 0.5f) * 0.2f;
+            const float v =
+                norm ? 1.0f : (static_cast<float>(rng >> 8) / 16777216.0f - 0.5f) * 0.2f;
             std::memcpy(&buf[4 * i], &v, 4);
         }
         w.write_tensor_data(buf.data(), buf.size());
@@ -164,7 +165,9 @@ struct variant {
     value v;
 };
 
-value u32v(uint64_t x) { return value::make_u32(static_cast<uint32_t>(std::min<uint64_t>(x, UINT32_MAX))); }
+value u32v(uint64_t x) {
+    return value::make_u32(static_cast<uint32_t>(std::min<uint64_t>(x, UINT32_MAX)));
+}
 
 value array_of(value_type et, size_t n, const std::function<value(size_t)>& f) {
     std::vector<value> items;
@@ -175,7 +178,8 @@ value array_of(value_type et, size_t n, const std::function<value(size_t)>& f) {
 
 double num(const value& v) {
     if (v.type == value_type::f32 || v.type == value_type::f64) return v.f;
-    if (v.type == value_type::i8 || v.type == value_type::i16 || v.type == value_type::i32 || v.type == value_type::i64) {
+    if (v.type == value_type::i8 || v.type == value_type::i16 || v.type == value_type::i32 ||
+        v.type == value_type::i64) {
         return static_cast<double>(v.i);
     }
     return static_cast<double>(v.u);
@@ -191,10 +195,14 @@ value elem_kind(const value& arr) {
 // The hostile values of one key, by its type in the base file.
 std::vector<variant> hostile(const std::string& key, const value& base) {
     std::vector<variant> out;
-    auto add = [&](const std::string& what, value v) { out.push_back({key, what, false, std::move(v)}); };
+    auto add = [&](const std::string& what, value v) {
+        out.push_back({key, what, false, std::move(v)});
+    };
     const value str = value::make_string("hostile");
     if (base.is_integer()) {
-        const uint64_t x = base.type == value_type::i32 ? static_cast<uint64_t>(std::max<int64_t>(base.i, 0)) : base.u;
+        const uint64_t x = base.type == value_type::i32
+                               ? static_cast<uint64_t>(std::max<int64_t>(base.i, 0))
+                               : base.u;
         add("0", value::make_u32(0));
         add("1", value::make_u32(1));
         add("2^32-1", value::make_u32(UINT32_MAX));
@@ -218,16 +226,19 @@ std::vector<variant> hostile(const std::string& key, const value& base) {
         add("2^63-1 (u64)", value::make_u64(static_cast<uint64_t>(INT64_MAX)));
         add("value+1", value::make_f32(x + 1.0f));
         add("value*1000", value::make_f32(x * 1000.0f));
-        add("huge array", array_of(value_type::f32, kHugeArray, [&](size_t) { return value::make_f32(x); }));
+        add("huge array",
+            array_of(value_type::f32, kHugeArray, [&](size_t) { return value::make_f32(x); }));
         add("string", str);
     } else if (base.type == value_type::boolean) {
         add("!value", value::make_bool(base.u == 0));
         add("0 (u32)", value::make_u32(0));
         add("2^32-1 (u32)", value::make_u32(UINT32_MAX));
         add("-1 (i32)", value::make_i32(-1));
-        add("huge array", array_of(value_type::u32, kHugeArray, [](size_t) { return value::make_u32(1); }));
+        add("huge array",
+            array_of(value_type::u32, kHugeArray, [](size_t) { return value::make_u32(1); }));
         add("string", str);
-    } else if (base.type == value_type::array && (elem_kind(base).is_integer() || elem_kind(base).is_float())) {
+    } else if (base.type == value_type::array &&
+               (elem_kind(base).is_integer() || elem_kind(base).is_float())) {
         const bool flt = elem_kind(base).is_float();
         const size_t n = base.arr.size();
         auto same = [&](size_t i) { return base.arr[i % std::max<size_t>(n, 1)]; };
@@ -248,9 +259,12 @@ std::vector<variant> hostile(const std::string& key, const value& base) {
         add("empty", value::make_array(base.elem_type, {}));
         add("entries 0", array_of(value_type::u32, n, [](size_t) { return value::make_u32(0); }));
         add("entries 1", array_of(value_type::u32, n, [](size_t) { return value::make_u32(1); }));
-        add("entries 2^32-1", array_of(value_type::u32, n, [](size_t) { return value::make_u32(UINT32_MAX); }));
-        add("entries 2^31-1", array_of(value_type::u32, n, [](size_t) { return value::make_u32(INT32_MAX); }));
-        add("entries -1 (i32)", array_of(value_type::i32, n, [](size_t) { return value::make_i32(-1); }));
+        add("entries 2^32-1",
+            array_of(value_type::u32, n, [](size_t) { return value::make_u32(UINT32_MAX); }));
+        add("entries 2^31-1",
+            array_of(value_type::u32, n, [](size_t) { return value::make_u32(INT32_MAX); }));
+        add("entries -1 (i32)",
+            array_of(value_type::i32, n, [](size_t) { return value::make_i32(-1); }));
         add("entries 2^63-1 (u64)", array_of(value_type::u64, n, [](size_t) {
                 return value::make_u64(static_cast<uint64_t>(INT64_MAX));
             }));
@@ -286,7 +300,8 @@ void write_variant(const gguf::reader& base, const variant& v, const std::string
     for (const gguf::tensor_info& t : base.tensors()) {
         w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims));
     }
-    for (const gguf::tensor_info& t : base.tensors()) w.write_tensor_data(base.tensor_data(t), t.n_bytes);
+    for (const gguf::tensor_info& t : base.tensors())
+        w.write_tensor_data(base.tensor_data(t), t.n_bytes);
     w.finish();
 }
 
@@ -295,10 +310,10 @@ void write_variant(const gguf::reader& base, const variant& v, const std::string
 // ---------------------------------------------------------------------------------------------
 
 struct child_result {
-    int rc = -1;          // exit status, -1 when signalled or timed out
-    int signal = 0;       // the terminating signal
+    int rc = -1;     // exit status, -1 when signalled or timed out
+    int signal = 0;  // the terminating signal
     bool timed_out = false;
-    std::string err;      // stderr
+    std::string err;  // stderr
 };
 
 child_result run_child(const std::vector<std::string>& args, const std::string& err_path) {
@@ -324,7 +339,8 @@ child_result run_child(const std::vector<std::string>& args, const std::string& 
     for (;;) {
         const pid_t w = ::waitpid(pid, &st, WNOHANG);
         if (w == pid) break;
-        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > kTimeoutS) {
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+            kTimeoutS) {
             ::kill(pid, SIGKILL);
             ::waitpid(pid, &st, 0);
             r.timed_out = true;
@@ -355,14 +371,16 @@ struct sweep_counts {
 
 // Problems with one child's outcome ("" when it is fine). A refusal is one line naming the key
 // (its suffix after the architecture prefix, e.g. "attention.sliding_window", or the whole key).
-std::string judge(const char* what, const child_result& r, const variant& v, const std::string& arch) {
+std::string judge(const char* what, const child_result& r, const variant& v,
+                  const std::string& arch) {
     const std::string suffix = v.key.substr(arch.size() + 1);
     if (r.timed_out) return strfmt("%s: timed out after %.0f s (a hang)", what, kTimeoutS);
     if (r.signal != 0) return strfmt("%s: killed by signal %d: %s", what, r.signal, r.err.c_str());
     if (r.rc == 0) return "";
     if (r.rc != 1) return strfmt("%s: exit %d: %s", what, r.rc, r.err.c_str());
     const size_t nl = r.err.find('\n');
-    if (r.err.empty() || nl + 1 != r.err.size()) return strfmt("%s: refusal is not exactly one line: %s", what, r.err.c_str());
+    if (r.err.empty() || nl + 1 != r.err.size())
+        return strfmt("%s: refusal is not exactly one line: %s", what, r.err.c_str());
     if (r.err.find(suffix) == std::string::npos) {
         return strfmt("%s: refusal does not name '%s': %s", what, v.key.c_str(), r.err.c_str());
     }
@@ -404,13 +422,16 @@ sweep_counts sweep(const std::string& base_path, const std::string& arch, const 
                 continue;
             }
             const child_result ri = run_child({bin, "inspect", "--summary", path}, err);
-            const child_result rr = run_child({bin, "run", "-m", path, "--tokens", tokens, "-n", "2", "-c", "64", "-t", "1"}, err);
+            const child_result rr = run_child(
+                {bin, "run", "-m", path, "--tokens", tokens, "-n", "2", "-c", "64", "-t", "1"},
+                err);
             o.inspect_fail = judge("inspect", ri, v, arch);
             o.run_fail = judge("run", rr, v, arch);
             o.inspect_ok = ri.rc == 0;
             o.run_ok = rr.rc == 0;
             // The same load: what inspect refuses, run refuses.
-            if (o.run_fail.empty() && !o.inspect_ok && o.run_ok) o.run_fail = "run: accepted what inspect refused";
+            if (o.run_fail.empty() && !o.inspect_ok && o.run_ok)
+                o.run_fail = "run: accepted what inspect refused";
         }
         std::filesystem::remove(path);
     };
@@ -437,10 +458,13 @@ sweep_counts sweep(const std::string& base_path, const std::string& arch, const 
 }
 
 void report(const char* name, const sweep_counts& c) {
-    std::printf("[ sweep    ] %s: %zu variants, %zu refused at load, %zu accepted (run refused %zu), %zu failures\n",
-                name, c.variants, c.refused, c.accepted, c.run_refused, c.failures.size());
+    std::printf(
+        "[ sweep    ] %s: %zu variants, %zu refused at load, %zu accepted (run refused %zu), %zu "
+        "failures\n",
+        name, c.variants, c.refused, c.accepted, c.run_refused, c.failures.size());
     for (const std::string& f : c.failures) std::printf("[ FAILURE  ] %s\n", f.c_str());
-    EXPECT_TRUE(c.failures.empty()) << name << ": " << c.failures.size() << " failures (listed above)";
+    EXPECT_TRUE(c.failures.empty())
+        << name << ": " << c.failures.size() << " failures (listed above)";
 }
 
 TEST(HparamSweep, EveryNumericKeyHostileV4AndV41) {
@@ -452,7 +476,8 @@ TEST(HparamSweep, EveryNumericKeyHostileV4AndV41) {
     // The bases themselves load and run.
     for (const std::string& p : {v4, v41}) {
         std::string out;
-        ASSERT_EQ(test::run_command(test::magnetar_bin() + " inspect --summary " + p, &out), 0) << out;
+        ASSERT_EQ(test::run_command(test::magnetar_bin() + " inspect --summary " + p, &out), 0)
+            << out;
     }
     const sweep_counts a = sweep(v4, kArchDeepseek4, dir);
     const sweep_counts b = sweep(v41, kArchDeepseek41, dir);
@@ -477,7 +502,8 @@ TEST(HparamSweep, AbsurdContextIsAStatusNotAnAbort) {
     eo.n_threads = 1;
     std::unique_ptr<Engine> e;
     ASSERT_TRUE(Engine::load(eo, &e).ok());
-    for (int64_t n_ctx : {int64_t{1000000000}, int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
+    for (int64_t n_ctx :
+         {int64_t{1000000000}, int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
         session_options so;
         so.n_ctx = n_ctx;
         std::unique_ptr<Session> s;
@@ -498,8 +524,8 @@ TEST(HparamSweep, AbsurdContextIsAStatusNotAnAbort) {
     // The CLI: exit 1, one line.
     const std::string tokens = dir + "/t.json";
     std::ofstream(tokens) << "[1, 2, 3]";
-    const child_result r = run_child({test::magnetar_bin(), "run", "-m", path, "--tokens", tokens, "-n", "1", "-c",
-                                      "1000000000", "-t", "1"},
+    const child_result r = run_child({test::magnetar_bin(), "run", "-m", path, "--tokens", tokens,
+                                      "-n", "1", "-c", "1000000000", "-t", "1"},
                                      dir + "/err.txt");
     EXPECT_EQ(r.rc, 1) << r.err;
     EXPECT_EQ(r.err.find('\n') + 1, r.err.size()) << r.err;
@@ -520,8 +546,8 @@ std::string validate_error(const hparams& hp) {
 }
 
 TEST(HparamBounds, PresetsAreWithinTheBounds) {
-    for (const char* name : {"flash", "pro", "tiny", "tiny-mtp", "flash-layers:1", "flash-layers:2", "flash-layers:43",
-                             "v41-tiny", "v41-flash"}) {
+    for (const char* name : {"flash", "pro", "tiny", "tiny-mtp", "flash-layers:1", "flash-layers:2",
+                             "flash-layers:43", "v41-tiny", "v41-flash"}) {
         bool mtp = false;
         EXPECT_NO_THROW(preset_by_name(name, &mtp)) << name;
     }
@@ -535,18 +561,27 @@ TEST(HparamBounds, ReportedInOneLineNamingTheKey) {
         const char* key;
     };
     const bad cases[] = {
-        {[](hparams& h) { h.n_swa = INT32_MAX; }, "deepseek4.attention.sliding_window: expected at most"},
-        {[](hparams& h) { h.n_swa = 8192; }, "deepseek4.attention.sliding_window: expected at most context_length"},
-        {[](hparams& h) { h.n_indexer_top_k = UINT32_MAX; }, "deepseek4.attention.indexer.top_k: expected at most"},
-        {[](hparams& h) { h.n_indexer_top_k = 2048; }, "deepseek4.attention.indexer.top_k: expected at most context_length / 4"},
-        {[](hparams& h) { h.n_sinkhorn_iter = INT32_MAX; }, "deepseek4.hyper_connection.sinkhorn_iterations: expected at most"},
+        {[](hparams& h) { h.n_swa = INT32_MAX; },
+         "deepseek4.attention.sliding_window: expected at most"},
+        {[](hparams& h) { h.n_swa = 8192; },
+         "deepseek4.attention.sliding_window: expected at most context_length"},
+        {[](hparams& h) { h.n_indexer_top_k = UINT32_MAX; },
+         "deepseek4.attention.indexer.top_k: expected at most"},
+        {[](hparams& h) { h.n_indexer_top_k = 2048; },
+         "deepseek4.attention.indexer.top_k: expected at most context_length / 4"},
+        {[](hparams& h) { h.n_sinkhorn_iter = INT32_MAX; },
+         "deepseek4.hyper_connection.sinkhorn_iterations: expected at most"},
         {[](hparams& h) { h.n_hc = 9; }, "deepseek4.hyper_connection.count: expected at most 8"},
-        {[](hparams& h) { h.n_expert_used = 65; }, "deepseek4.expert_used_count: expected at most 64"},
+        {[](hparams& h) { h.n_expert_used = 65; },
+         "deepseek4.expert_used_count: expected at most 64"},
         {[](hparams& h) { h.n_layer = UINT32_MAX; }, "deepseek4.block_count: expected at most"},
-        {[](hparams& h) { h.n_ctx_train = uint64_t{1} << 40; }, "deepseek4.context_length: expected at most"},
+        {[](hparams& h) { h.n_ctx_train = uint64_t{1} << 40; },
+         "deepseek4.context_length: expected at most"},
         {[](hparams& h) { h.n_rot = 512; }, "deepseek4.rope.dimension_count: expected at most 256"},
-        {[](hparams& h) { h.compress_ratios.resize(100000, 0); }, "deepseek4.attention.compress_ratios: expected at most"},
-        {[](hparams& h) { h.rope_freq_base = 1.0f; }, "deepseek4.rope.freq_base: must be a finite value > 1"},
+        {[](hparams& h) { h.compress_ratios.resize(100000, 0); },
+         "deepseek4.attention.compress_ratios: expected at most"},
+        {[](hparams& h) { h.rope_freq_base = 1.0f; },
+         "deepseek4.rope.freq_base: must be a finite value > 1"},
     };
     for (const bad& b : cases) {
         hparams hp = preset_tiny();
@@ -557,13 +592,17 @@ TEST(HparamBounds, ReportedInOneLineNamingTheKey) {
     }
     hparams hp = preset_v41_tiny();
     hp.v41.engram.n_head = INT32_MAX;
-    EXPECT_NE(validate_error(hp).find("deepseek41.engram.head_count: expected at most"), std::string::npos);
+    EXPECT_NE(validate_error(hp).find("deepseek41.engram.head_count: expected at most"),
+              std::string::npos);
     hp = preset_v41_tiny();
     hp.v41.engram.compressed_vocab = UINT32_MAX;
-    EXPECT_NE(validate_error(hp).find("deepseek41.engram.compressed_vocab_size: expected at most"), std::string::npos);
+    EXPECT_NE(validate_error(hp).find("deepseek41.engram.compressed_vocab_size: expected at most"),
+              std::string::npos);
     hp = preset_v41_tiny();
     hp.v41.candidate_topk_blocks = 1000;
-    EXPECT_NE(validate_error(hp).find("attention.candidate_topk_blocks * attention.candidate_block_size"), std::string::npos);
+    EXPECT_NE(
+        validate_error(hp).find("attention.candidate_topk_blocks * attention.candidate_block_size"),
+        std::string::npos);
 }
 
 }  // namespace

@@ -48,8 +48,8 @@ const fixture& run_once() {
         const std::string text = kText;
         test::write_file(r.prompts, std::vector<uint8_t>(text.begin(), text.end()));
         r.out = test::temp_dir() + "/tiny.imatrix.gguf";
-        r.rc = test::run_command(test::magnetar_bin() + " imatrix -q -t 2 -m " + r.model +
-                                     " -f " + r.prompts + " -o " + r.out + " --chunk " +
+        r.rc = test::run_command(test::magnetar_bin() + " imatrix -q -t 2 -m " + r.model + " -f " +
+                                     r.prompts + " -o " + r.out + " --chunk " +
                                      std::to_string(kChunk) + " --max-chunks " +
                                      std::to_string(kMaxChunks),
                                  &r.log);
@@ -105,19 +105,20 @@ TEST(ImatrixCli, ExpertCountsMatchTheRouting) {
     // Rows routed to each expert, per layer prefix, from the moe_sel tap.
     std::map<std::string, std::vector<int64_t>> routed;
     int64_t main_rows = 0;
-    tap_chunks(f.model, {"blk.*.moe_sel", "mtp.moe_sel"},
-               [&](const std::string& name, int64_t, int64_t n_rows, int64_t width,
-                   const float* data) {
-                   const std::string layer = name.substr(0, name.size() - 7);  // "blk.3." / "mtp."
-                   auto& c = routed[layer == "mtp." ? "mtp.0." : layer];
-                   c.resize(8, 0);
-                   for (int64_t i = 0; i < n_rows * width; ++i) ++c[static_cast<size_t>(data[i])];
-                   if (layer == "blk.0.") main_rows += n_rows;
-               });
+    tap_chunks(
+        f.model, {"blk.*.moe_sel", "mtp.moe_sel"},
+        [&](const std::string& name, int64_t, int64_t n_rows, int64_t width, const float* data) {
+            const std::string layer = name.substr(0, name.size() - 7);  // "blk.3." / "mtp."
+            auto& c = routed[layer == "mtp." ? "mtp.0." : layer];
+            c.resize(8, 0);
+            for (int64_t i = 0; i < n_rows * width; ++i) ++c[static_cast<size_t>(data[i])];
+            if (layer == "blk.0.") main_rows += n_rows;
+        });
     EXPECT_EQ(main_rows, kChunk * kMaxChunks);
     ASSERT_EQ(routed.size(), 7u) << "6 layers and the MTP block";
     for (const auto& [prefix, counts] : routed) {
-        for (const char* w : {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}) {
+        for (const char* w :
+             {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}) {
             const std::string name = prefix + w;
             const auto it = d.entries.find(name);
             ASSERT_NE(it, d.entries.end()) << name;
@@ -138,19 +139,19 @@ TEST(ImatrixCli, DenseSumsEqualTheTappedInputs) {
 
     std::map<std::string, std::vector<double>> sums;
     std::map<std::string, int64_t> rows;
-    tap_chunks(f.model, {"blk.0.attn_norm", "blk.2.q_lora", "mtp.ffn_norm", "result_norm"},
-               [&](const std::string& name, int64_t, int64_t n_rows, int64_t width,
-                   const float* data) {
-                   auto& s = sums[name];
-                   s.resize(static_cast<size_t>(width), 0.0);
-                   for (int64_t t = 0; t < n_rows; ++t) {
-                       for (int64_t j = 0; j < width; ++j) {
-                           const double x = data[t * width + j];
-                           s[static_cast<size_t>(j)] += x * x;
-                       }
-                   }
-                   rows[name] += n_rows;
-               });
+    tap_chunks(
+        f.model, {"blk.0.attn_norm", "blk.2.q_lora", "mtp.ffn_norm", "result_norm"},
+        [&](const std::string& name, int64_t, int64_t n_rows, int64_t width, const float* data) {
+            auto& s = sums[name];
+            s.resize(static_cast<size_t>(width), 0.0);
+            for (int64_t t = 0; t < n_rows; ++t) {
+                for (int64_t j = 0; j < width; ++j) {
+                    const double x = data[t * width + j];
+                    s[static_cast<size_t>(j)] += x * x;
+                }
+            }
+            rows[name] += n_rows;
+        });
     const std::map<std::string, std::string> input_of = {
         {"blk.0.attn_q_a.weight", "blk.0.attn_norm"},
         {"blk.0.attn_kv.weight", "blk.0.attn_norm"},
@@ -178,9 +179,10 @@ TEST(ImatrixCli, DenseSumsEqualTheTappedInputs) {
     const int64_t n_tokens = kChunk * kMaxChunks;
     for (const auto& t : m->file().tensors()) {
         const std::string& n = t.name;
-        const bool matrix = t.n_dims >= 2 && t.type != ggml_type::I32 && n.find("hc_") == std::string::npos &&
-                            n.find("_ape.") == std::string::npos && n != "token_embd.weight" &&
-                            n.find("e_proj") == std::string::npos && n.find("h_proj") == std::string::npos;
+        const bool matrix =
+            t.n_dims >= 2 && t.type != ggml_type::I32 && n.find("hc_") == std::string::npos &&
+            n.find("_ape.") == std::string::npos && n != "token_embd.weight" &&
+            n.find("e_proj") == std::string::npos && n.find("h_proj") == std::string::npos;
         if (!matrix) continue;
         const auto it = d.entries.find(n);
         ASSERT_NE(it, d.entries.end()) << n;
@@ -209,13 +211,13 @@ TEST(ImatrixCli, MoeSwigluTapIsTheDownInput) {
     std::vector<float> x, sel, act;
     int64_t k = 0;
     const std::string p = "blk." + std::to_string(il) + ".";
-    tap_chunks(model, {p + "ffn_norm", p + "moe_sel", p + "moe_swiglu"},
-               [&](const std::string& name, int64_t, int64_t n_rows, int64_t width,
-                   const float* data) {
-                   auto& dst = name == p + "ffn_norm" ? x : name == p + "moe_sel" ? sel : act;
-                   if (name == p + "moe_sel") k = width;
-                   dst.insert(dst.end(), data, data + n_rows * width);
-               });
+    tap_chunks(
+        model, {p + "ffn_norm", p + "moe_sel", p + "moe_swiglu"},
+        [&](const std::string& name, int64_t, int64_t n_rows, int64_t width, const float* data) {
+            auto& dst = name == p + "ffn_norm" ? x : name == p + "moe_sel" ? sel : act;
+            if (name == p + "moe_sel") k = width;
+            dst.insert(dst.end(), data, data + n_rows * width);
+        });
     ASSERT_GT(k, 0);
     const int64_t n = static_cast<int64_t>(x.size()) / D;
     ASSERT_EQ(static_cast<int64_t>(act.size()), n * k * F);
@@ -269,13 +271,14 @@ TEST(ImatrixCli, QuantizeAcceptsTheFile) {
     const std::string weighted = test::temp_dir() + "/q2-imatrix.gguf";
     std::string log;
     // Scheme q2 on layer 0's experts only (the others keep F32), which keeps the test quick.
-    const std::string q2 = " quantize -t 2 --scheme q2 --keep 'blk.[1-9].*_exps.weight' --keep "
-                           "'mtp.*_exps.weight' ";
+    const std::string q2 =
+        " quantize -t 2 --scheme q2 --keep 'blk.[1-9].*_exps.weight' --keep "
+        "'mtp.*_exps.weight' ";
     ASSERT_EQ(test::run_command(test::magnetar_bin() + q2 + "-q " + f.model + " " + plain, &log), 0)
         << log;
-    ASSERT_EQ(test::run_command(test::magnetar_bin() + q2 + "--imatrix " + f.out + " " + f.model +
-                                    " " + weighted,
-                                &log),
+    ASSERT_EQ(test::run_command(
+                  test::magnetar_bin() + q2 + "--imatrix " + f.out + " " + f.model + " " + weighted,
+                  &log),
               0)
         << log;
     EXPECT_EQ(log.find("name no tensor"), std::string::npos) << log;
@@ -310,9 +313,11 @@ TEST(ImatrixCli, MergeOfTwoRunsAddsCounts) {
     EXPECT_EQ(two.chunk_count, 2 * one.chunk_count);
     for (const auto& [name, e] : one.entries) {
         const imatrix::entry& m = two.entries.at(name);
-        for (size_t i = 0; i < e.counts.size(); ++i) EXPECT_EQ(m.counts[i], 2 * e.counts[i]) << name;
+        for (size_t i = 0; i < e.counts.size(); ++i)
+            EXPECT_EQ(m.counts[i], 2 * e.counts[i]) << name;
         // Doubling is exact in float.
-        for (size_t i = 0; i < e.in_sum2.size(); ++i) EXPECT_EQ(m.in_sum2[i], 2 * e.in_sum2[i]) << name;
+        for (size_t i = 0; i < e.in_sum2.size(); ++i)
+            EXPECT_EQ(m.in_sum2[i], 2 * e.in_sum2[i]) << name;
     }
 }
 

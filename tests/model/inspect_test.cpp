@@ -54,14 +54,16 @@ TEST(Inspect, FlashLayersPublishedMatchSpecFormulas) {
     const std::string dir = magnetar::test::temp_dir();
     const std::string path = dir + "/flash2.gguf";
     std::string out;
-    ASSERT_EQ(magnetar::test::run_command(magnetar::test::magnetar_bin() +
-                                              " gen-model --preset flash-layers:2 --weights published -q -o " + path,
-                                          &out),
+    ASSERT_EQ(magnetar::test::run_command(
+                  magnetar::test::magnetar_bin() +
+                      " gen-model --preset flash-layers:2 --weights published -q -o " + path,
+                  &out),
               0)
         << out;
     std::string json_text;
-    int rc = magnetar::test::run_command(magnetar::test::magnetar_bin() + " inspect --json --summary " + path + " 2>/dev/null",
-                                         &json_text);
+    int rc = magnetar::test::run_command(
+        magnetar::test::magnetar_bin() + " inspect --json --summary " + path + " 2>/dev/null",
+        &json_text);
     std::filesystem::remove(path);
     ASSERT_EQ(rc, 0) << json_text;
     const auto j = nlohmann::json::parse(json_text);
@@ -73,9 +75,11 @@ TEST(Inspect, FlashLayersPublishedMatchSpecFormulas) {
     EXPECT_EQ(j["layers"][1]["bytes"].get<uint64_t>(), flash_layer_bytes(128));
     // Globals: embeddings F16, head Q8_0, output HC F16 + F32 base/scale, final norm F32.
     const uint64_t D = 4096, V = 129280;
-    EXPECT_EQ(j["embedding_bytes"].get<uint64_t>(), bytes_of("f16", D * V) + bytes_of("q8_0", D * V));
-    EXPECT_EQ(j["global_bytes"].get<uint64_t>(),
-              bytes_of("f16", D * V) + bytes_of("q8_0", D * V) + bytes_of("f16", 4 * D * 4) + bytes_of("f32", 4 + 1 + D));
+    EXPECT_EQ(j["embedding_bytes"].get<uint64_t>(),
+              bytes_of("f16", D * V) + bytes_of("q8_0", D * V));
+    EXPECT_EQ(j["global_bytes"].get<uint64_t>(), bytes_of("f16", D * V) + bytes_of("q8_0", D * V) +
+                                                     bytes_of("f16", 4 * D * 4) +
+                                                     bytes_of("f32", 4 + 1 + D));
     EXPECT_EQ(j["routed_expert_bytes"].get<uint64_t>(),
               2 * (2 * bytes_of("iq2_xxs", D * 2048 * 256) + bytes_of("q2_K", 2048 * D * 256)));
 }

@@ -4,6 +4,8 @@
 // file is removed. Hostile directories: another model's entries (left alone), FIFOs / links /
 // directories under our names (skipped, never opened in a blocking way or followed), planted
 // temp names, unsafe directory modes and owners. Plus the eviction score and budget of §6.7.
+#include "kvstore/kv_store.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -22,7 +24,6 @@
 
 #include "core/error.h"
 #include "kvstore/kv_file.h"
-#include "kvstore/kv_store.h"
 #include "magnetar/engine.h"
 #include "model/forward_fixtures.h"
 
@@ -65,7 +66,8 @@ struct env {
         o.dir = dir;
         o.budget_bytes = budget;
         o.min_tokens = min_tokens;
-        return store(o, id, [](const std::string& l) { std::fprintf(stderr, "  [log] %s\n", l.c_str()); });
+        return store(o, id,
+                     [](const std::string& l) { std::fprintf(stderr, "  [log] %s\n", l.c_str()); });
     }
 };
 
@@ -73,8 +75,12 @@ const std::vector<int32_t>& seq() {
     static const std::vector<int32_t> t = test::test_tokens(test::kTokenSeed, test::kSeqLen);
     return t;
 }
-std::vector<int32_t> head(size_t n) { return {seq().begin(), seq().begin() + static_cast<long>(n)}; }
-std::vector<float> logits_of(const Session& s) { return {s.logits().begin(), s.logits().end()}; }
+std::vector<int32_t> head(size_t n) {
+    return {seq().begin(), seq().begin() + static_cast<long>(n)};
+}
+std::vector<float> logits_of(const Session& s) {
+    return {s.logits().begin(), s.logits().end()};
+}
 
 // Key text standing in for a rendered prefix: one letter per token.
 std::string key_for(size_t n) {
@@ -118,7 +124,7 @@ TEST(KvFile, SaveLoadContinuesBitIdentically) {
     ASSERT_TRUE(b->eval(rest).ok());
     EXPECT_EQ(logits_of(*b), logits_of(*a));
     EXPECT_EQ(again.entries()[0].header.hits, 1u);  // the hit was recorded in place
-    EXPECT_TRUE(verify_file(fi.path).ok());          // and the checksum still holds
+    EXPECT_TRUE(verify_file(fi.path).ok());         // and the checksum still holds
     // A text that does not extend the key finds nothing.
     auto c = e.session();
     EXPECT_FALSE(again.load_longest_prefix("zzz" + key_for(250), *c, nullptr));
@@ -158,7 +164,7 @@ TEST(KvFile, FlippedBytesAreNeverLoaded) {
         uint64_t at;
         do {
             at = std::uniform_int_distribution<uint64_t>(0, size - 1)(rng);
-        } while (at >= 12 && at < 16) ;  // hits: mutable by design
+        } while (at >= 12 && at < 16);     // hits: mutable by design
         if (at >= 32 && at < 40) at = 50;  // last-used: mutable by design
         {
             std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);

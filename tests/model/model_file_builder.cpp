@@ -19,8 +19,10 @@ void model_file_builder::write(const std::string& path) const {
     std::vector<std::pair<tensor_spec, ggml_type>> keep;
     for (tensor_spec s : specs) {
         ggml_type t = ggml_type::F32;
-        if (s.dtype == dtype_class::i32) t = ggml_type::I32;
-        else if (s.dtype == dtype_class::matrix || s.dtype == dtype_class::routed_expert) t = matrix_type;
+        if (s.dtype == dtype_class::i32)
+            t = ggml_type::I32;
+        else if (s.dtype == dtype_class::matrix || s.dtype == dtype_class::routed_expert)
+            t = matrix_type;
         if (edit_tensor && !edit_tensor(s, t)) continue;
         keep.emplace_back(s, t);
     }

@@ -18,7 +18,7 @@ struct model_file_builder {
     bool mtp_only = false;  // write only the MTP block's tensors (a separate MTP file)
     ggml_type matrix_type = ggml_type::F32;
     // Mutations applied before writing.
-    std::function<void(gguf::writer&)> edit_metadata;          // runs after the hparams keys
+    std::function<void(gguf::writer&)> edit_metadata;           // runs after the hparams keys
     std::function<bool(tensor_spec&, ggml_type&)> edit_tensor;  // return false to drop it
     // Value written into every I32 element (hash tables); must be < n_expert to be valid.
     int32_t hash_value = 0;

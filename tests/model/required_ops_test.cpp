@@ -4,6 +4,8 @@
 // called op missing from the list would let a backend without it pass the load-time check and
 // fail in the middle of a forward pass; a listed op that is never called would refuse backends
 // for nothing. Also the engine's refusal of a backend without an op, and of unknown backends.
+#include "graph/required_ops.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,7 +18,6 @@
 #include "core/arena.h"
 #include "engine/timeline_state.h"
 #include "forward_fixtures.h"
-#include "graph/required_ops.h"
 #include "magnetar/engine.h"
 #include "model/model.h"
 
@@ -62,8 +63,8 @@ class recording_backend final : public ::magnetar::backend::cpu_backend {
         MAGNETAR_RECORD(rms_norm);
         cpu_backend::rms_norm(x, w, out, group, eps);
     }
-    void rope_tail(const tensor& x, uint32_t head_dim, const mb::rope_params& rope,
-                   int64_t p0, bool inverse) override {
+    void rope_tail(const tensor& x, uint32_t head_dim, const mb::rope_params& rope, int64_t p0,
+                   bool inverse) override {
         MAGNETAR_RECORD(rope_tail);
         cpu_backend::rope_tail(x, head_dim, rope, p0, inverse);
     }
@@ -75,20 +76,19 @@ class recording_backend final : public ::magnetar::backend::cpu_backend {
         MAGNETAR_RECORD(indexer_qat);
         cpu_backend::indexer_qat(x, head_dim);
     }
-    void hc_pre(const mb::hc_params& p, const tensor& x, const tensor& fn,
-                const tensor& scale, const tensor& base, const tensor& y, const tensor& post,
-                const tensor& comb, const tensor& mix) override {
+    void hc_pre(const mb::hc_params& p, const tensor& x, const tensor& fn, const tensor& scale,
+                const tensor& base, const tensor& y, const tensor& post, const tensor& comb,
+                const tensor& mix) override {
         MAGNETAR_RECORD(hc_pre);
         cpu_backend::hc_pre(p, x, fn, scale, base, y, post, comb, mix);
     }
-    void hc_post(const mb::hc_params& p, const tensor& x, const tensor& f,
-                 const tensor& post, const tensor& comb, const tensor& out) override {
+    void hc_post(const mb::hc_params& p, const tensor& x, const tensor& f, const tensor& post,
+                 const tensor& comb, const tensor& out) override {
         MAGNETAR_RECORD(hc_post);
         cpu_backend::hc_post(p, x, f, post, comb, out);
     }
-    void hc_collapse(const mb::hc_params& p, const tensor& x, const tensor& fn,
-                     const tensor& scale, const tensor& base, const tensor& out,
-                     const tensor& mix) override {
+    void hc_collapse(const mb::hc_params& p, const tensor& x, const tensor& fn, const tensor& scale,
+                     const tensor& base, const tensor& out, const tensor& mix) override {
         MAGNETAR_RECORD(hc_collapse);
         cpu_backend::hc_collapse(p, x, fn, scale, base, out, mix);
     }
@@ -119,9 +119,8 @@ class recording_backend final : public ::magnetar::backend::cpu_backend {
         MAGNETAR_RECORD(router);
         cpu_backend::router(p, logits, bias, tid2eid, ids, sel, weights);
     }
-    void moe(const tensor& x, const tensor& sel, const tensor& weights,
-             const mb::moe_weights& w, float clamp, const tensor& out,
-             const mb::moe_workspace& ws) override {
+    void moe(const tensor& x, const tensor& sel, const tensor& weights, const mb::moe_weights& w,
+             float clamp, const tensor& out, const mb::moe_workspace& ws) override {
         MAGNETAR_RECORD(moe);
         cpu_backend::moe(x, sel, weights, w, clamp, out, ws);
     }
@@ -133,15 +132,14 @@ class recording_backend final : public ::magnetar::backend::cpu_backend {
         MAGNETAR_RECORD(qdq_rows);
         cpu_backend::qdq_rows(x, fmt, packed);
     }
-    void rope41(const tensor& x, uint32_t head_dim, const mb::rope41_params& rope,
-                int64_t p0, int64_t stride, bool inverse) override {
+    void rope41(const tensor& x, uint32_t head_dim, const mb::rope41_params& rope, int64_t p0,
+                int64_t stride, bool inverse) override {
         MAGNETAR_RECORD(rope41);
         cpu_backend::rope41(x, head_dim, rope, p0, stride, inverse);
     }
-    void hc41_pre(const mb::hc_params& p, const tensor& x, const tensor& fn,
-                  const tensor& scale, const tensor& base, const tensor& carry, const tensor& y,
-                  const tensor& pre, const tensor& post, const tensor& comb,
-                  const tensor& mix) override {
+    void hc41_pre(const mb::hc_params& p, const tensor& x, const tensor& fn, const tensor& scale,
+                  const tensor& base, const tensor& carry, const tensor& y, const tensor& pre,
+                  const tensor& post, const tensor& comb, const tensor& mix) override {
         MAGNETAR_RECORD(hc41_pre);
         cpu_backend::hc41_pre(p, x, fn, scale, base, carry, y, pre, post, comb, mix);
     }
@@ -162,14 +160,13 @@ class recording_backend final : public ::magnetar::backend::cpu_backend {
         cpu_backend::indexer41(p, qi, w, keys, cand_in, cand_out, sel);
     }
     void attention41(const mb::attention41_params& p, const tensor& q, const tensor& kv,
-                     const tensor& ring, const tensor& comp, const tensor& sel,
-                     const tensor& sinks, const tensor& out) override {
+                     const tensor& ring, const tensor& comp, const tensor& sel, const tensor& sinks,
+                     const tensor& out) override {
         MAGNETAR_RECORD(attention41);
         cpu_backend::attention41(p, q, kv, ring, comp, sel, sinks, out);
     }
-    void moe41(const tensor& xq, const tensor& sel, const tensor& weights,
-               const mb::moe_weights& w, float clamp, const tensor& out,
-               const mb::moe_workspace& ws) override {
+    void moe41(const tensor& xq, const tensor& sel, const tensor& weights, const mb::moe_weights& w,
+               float clamp, const tensor& out, const mb::moe_workspace& ws) override {
         MAGNETAR_RECORD(moe41);
         cpu_backend::moe41(xq, sel, weights, w, clamp, out, ws);
     }
@@ -196,9 +193,9 @@ std::set<op_kind> ops_called(const std::string& path) {
     const hparams& hp = m->hp();
     constexpr int64_t kLen = 300;  // past the window, ratio-128 blocks and the indexer budget
     const bool mtp = m->weights().mtp.has_value();
-    std::unique_ptr<timeline_state> tl =
-        hp.is_v41() ? make_v41_timeline(*m, be, kLen)
-                    : make_v4_timeline(*m, be, kLen, mtp, 0, hp.n_layer);
+    std::unique_ptr<timeline_state> tl = hp.is_v41()
+                                             ? make_v41_timeline(*m, be, kLen)
+                                             : make_v4_timeline(*m, be, kLen, mtp, 0, hp.n_layer);
     const size_t bytes = tl->arena_bytes(kLen, true);
     void* buf = be.alloc_buffer(bytes);
     arena ar(buf, bytes);
@@ -243,7 +240,8 @@ void expect_list_matches(const std::string& path) {
     std::set_difference(listed.begin(), listed.end(), called.begin(), called.end(),
                         std::inserter(uncalled, uncalled.end()));
     EXPECT_TRUE(unlisted.empty()) << m->hp().arch << ": called but not listed: " << names(unlisted);
-    EXPECT_TRUE(uncalled.empty()) << m->hp().arch << ": listed but never called: " << names(uncalled);
+    EXPECT_TRUE(uncalled.empty()) << m->hp().arch
+                                  << ": listed but never called: " << names(uncalled);
 }
 
 TEST(RequiredOps, DeepSeekV4ListIsWhatTheForwardPassCalls) {
@@ -311,7 +309,8 @@ TEST(EngineBackend, CudaWithoutADeviceFailsAtLoadWithOneLine) {
     std::string device;
     engine_options probe;
     probe.backend = "cuda";
-    if (Engine::probe_backend(probe, &device).ok()) GTEST_SKIP() << "a CUDA device is present: " << device;
+    if (Engine::probe_backend(probe, &device).ok())
+        GTEST_SKIP() << "a CUDA device is present: " << device;
     std::unique_ptr<Engine> e;
     const status st = load_with("cuda", &e);
     ASSERT_FALSE(st.ok());

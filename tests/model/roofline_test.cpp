@@ -4,6 +4,8 @@
 // DeepSeek V4.1: weight and packed-KV bytes by hand on the v41-tiny shape (position by position
 // through the indexer, compressor-group and candidate-pool switches) and at the released V4.1
 // Flash shape, and from_file on the generated v41-tiny model.
+#include "model/roofline.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include "model/catalogue.h"
 #include "model/hparams.h"
 #include "model/model.h"
-#include "model/roofline.h"
 #include "model/stats.h"
 
 namespace magnetar {
@@ -49,9 +50,12 @@ std::vector<roofline::tensor_bytes> v41_directory(const hparams& hp, bool f32) {
             if (f32) return 4 * elems;
             switch (s.dtype) {
                 case dtype_class::dense:
-                case dtype_class::float_any: return 2 * elems;
-                case dtype_class::routed_expert_v41: return elems / 32 * 17;
-                default: return 4 * elems;
+                case dtype_class::float_any:
+                    return 2 * elems;
+                case dtype_class::routed_expert_v41:
+                    return elems / 32 * 17;
+                default:
+                    return 4 * elems;
             }
         };
         roofline::tensor_bytes t;
@@ -77,10 +81,9 @@ TEST(Roofline, V41TinyWeightBytesByHand) {
     const roofline rl(hp, v41_directory(hp, true), false);
     ASSERT_EQ(rl.blocks().size(), 8u);  // the DSpark stages are not counted
     EXPECT_EQ(rl.global_bytes(), 526336u);
-    const std::vector<layer_mode> modes = {layer_mode::swa_only, layer_mode::full,
-                                           layer_mode::reuse,    layer_mode::full,
-                                           layer_mode::full,     layer_mode::reuse,
-                                           layer_mode::reindex,  layer_mode::reuse};
+    const std::vector<layer_mode> modes = {
+        layer_mode::swa_only, layer_mode::full,  layer_mode::reuse,   layer_mode::full,
+        layer_mode::full,     layer_mode::reuse, layer_mode::reindex, layer_mode::reuse};
     for (uint32_t b = 0; b < 8; ++b) {
         const block_bytes& bb = rl.blocks()[b];
         EXPECT_EQ(bb.mode, modes[b]) << b;
@@ -204,8 +207,9 @@ TEST(Roofline, V41FromFileLeavesDSparkOut) {
     ASSERT_TRUE(m->weights().v41);
     for (uint32_t il = 0; il < m->hp().n_layer; ++il) {
         const v41_block_weights& lw = m->weights().v41->layers[il];
-        const uint64_t e = (lw.ffn_gate_exps.n_bytes() + lw.ffn_up_exps.n_bytes() +
-                            lw.ffn_down_exps.n_bytes()) / m->hp().n_expert;
+        const uint64_t e =
+            (lw.ffn_gate_exps.n_bytes() + lw.ffn_up_exps.n_bytes() + lw.ffn_down_exps.n_bytes()) /
+            m->hp().n_expert;
         EXPECT_EQ(rl.blocks()[il].expert, e) << il;
         EXPECT_EQ(rl.blocks()[il].mode, m->hp().mode(il)) << il;
     }
@@ -286,9 +290,9 @@ TEST(Roofline, FlashPrefillFlopsByHand) {
     for (const block_bytes& b : rl.blocks()) fixed += b.fixed_macs;
     EXPECT_EQ(rl.prefill_flops(2047),
               2.0 * static_cast<double>(fixed + 43 * 6 * expert + rl.attention_macs(2047)));
-    EXPECT_EQ(rl.prefill_flops(4095),
-              2.0 * static_cast<double>(fixed + 43 * 6 * expert + 21 * idx_q +
-                                        rl.attention_macs(4095)));
+    EXPECT_EQ(
+        rl.prefill_flops(4095),
+        2.0 * static_cast<double>(fixed + 43 * 6 * expert + 21 * idx_q + rl.attention_macs(4095)));
     // About 13 G multiply-adds per token without the head: the "13B active" of V4 Flash.
     EXPECT_GT(rl.prefill_flops(2047), 2 * 11e9);
     EXPECT_LT(rl.prefill_flops(2047), 2 * 14e9);
@@ -399,8 +403,9 @@ TEST(Roofline, FromFileMatchesSizeStats) {
     // Published quant mix: an expert of a layer is 1/E of its three tensors.
     for (uint32_t il = 0; il < m->hp().n_layer; ++il) {
         const layer_weights& lw = m->weights().layers[il];
-        const uint64_t e = (lw.ffn_gate_exps.n_bytes() + lw.ffn_up_exps.n_bytes() +
-                            lw.ffn_down_exps.n_bytes()) / m->hp().n_expert;
+        const uint64_t e =
+            (lw.ffn_gate_exps.n_bytes() + lw.ffn_up_exps.n_bytes() + lw.ffn_down_exps.n_bytes()) /
+            m->hp().n_expert;
         EXPECT_EQ(rl.blocks()[il].expert, e) << il;
     }
 }

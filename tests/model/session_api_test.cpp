@@ -72,8 +72,9 @@ std::vector<float> logits_of(const Session& s) {
 struct row_counter {
     int64_t rows = 0;
     void attach(Session& s) {
-        s.set_dump({"embd"}, [this](const std::string&, int64_t, int64_t n, int64_t,
-                                    const float*) { rows += n; });
+        s.set_dump({"embd"}, [this](const std::string&, int64_t, int64_t n, int64_t, const float*) {
+            rows += n;
+        });
     }
 };
 
@@ -247,7 +248,8 @@ TEST(SessionPayload, RejectsForeignTruncatedAndCorruptPayloadsAndStaysUsable) {
         ASSERT_TRUE(b->eval(head(10)).ok());
         const status st = b->load_payload(c.bytes);
         EXPECT_EQ(st.code(), status_code::bad_payload) << c.name;
-        EXPECT_NE(st.message().find(c.message), std::string::npos) << c.name << ": " << st.message();
+        EXPECT_NE(st.message().find(c.message), std::string::npos)
+            << c.name << ": " << st.message();
         EXPECT_EQ(b->n_past(), 0) << c.name;
         b->reset();
     }
@@ -315,9 +317,8 @@ TEST(EngineText, TokenizeRenderAndDetokenizeThroughTheEngine) {
     ASSERT_TRUE(mi.has_tokenizer);
     EXPECT_GE(mi.special.bos, 0);
     EXPECT_GE(mi.special.eos, 0);
-    const std::string prompt =
-        Engine::render_chat({{"system", "Be brief.", ""}, {"user", "Hello <｜User｜>", ""}},
-                            think_mode::off, 4096);
+    const std::string prompt = Engine::render_chat(
+        {{"system", "Be brief.", ""}, {"user", "Hello <｜User｜>", ""}}, think_mode::off, 4096);
     std::vector<int32_t> rendered, plain, chat;
     ASSERT_TRUE(f.engine->tokenize(prompt, true, &rendered).ok());
     ASSERT_TRUE(f.engine->tokenize(prompt, false, &plain).ok());

@@ -19,8 +19,8 @@
 #include "core/rng.h"
 #include "forward_fixtures.h"
 #include "graph/forward41.h"
-#include "magnetar/engine.h"
 #include "kv/cache41.h"
+#include "magnetar/engine.h"
 #include "model/model.h"
 
 namespace magnetar {
@@ -142,8 +142,10 @@ ulp_report first_difference(const std::string& eng_dir, const std::string& ref_d
         for (int64_t i = 0; i < w; ++i) {
             if (a[static_cast<size_t>(i)] == b[static_cast<size_t>(i)]) continue;
             ++r.elements;
-            const double ulp = std::ldexp(1.0, std::ilogb(std::fabs(b[static_cast<size_t>(i)])) - 7);
-            r.max_ulps = std::max(r.max_ulps, std::fabs(a[static_cast<size_t>(i)] - b[static_cast<size_t>(i)]) / ulp);
+            const double ulp =
+                std::ldexp(1.0, std::ilogb(std::fabs(b[static_cast<size_t>(i)])) - 7);
+            r.max_ulps = std::max(
+                r.max_ulps, std::fabs(a[static_cast<size_t>(i)] - b[static_cast<size_t>(i)]) / ulp);
         }
         if (r.elements > 0) return r;
     }
@@ -184,11 +186,12 @@ compared_run run_both(const reference_case& rc, bool reference_order) {
     // Decode for the official mode (its index keys differ from prefill's), one-shot prefill
     // otherwise (bit-identical to decode, ChunkingAndDecodeAreBitIdentical).
     out.got = r.run(out.toks, {rc.official ? 1 : kLen}, rc.official);
-    const std::string dir = test::reference_run("v41-tiny-" + rc.tag(), path, out.toks,
-                                                "--all-positions " + rc.args);
+    const std::string dir =
+        test::reference_run("v41-tiny-" + rc.tag(), path, out.toks, "--all-positions " + rc.args);
     out.ref.resize(out.got.size());
     std::ifstream f(dir + "/logits.f32", std::ios::binary);
-    f.read(reinterpret_cast<char*>(out.ref.data()), static_cast<std::streamsize>(out.ref.size() * 4));
+    f.read(reinterpret_cast<char*>(out.ref.data()),
+           static_cast<std::streamsize>(out.ref.size() * 4));
     EXPECT_TRUE(f) << "reference logits missing or short";
     return out;
 }
@@ -201,9 +204,9 @@ ulp_report diagnose(const reference_case& rc, const compared_run& cr, int64_t po
     v41_runner r(path, reference_order);
     const hparams& hp = r.m->hp();
     std::vector<std::string> names{"embd"};
-    const char* steps[] = {"engram_out", "hc_attn_in", "attn_norm", "q_lora", "q", "kv",
-                           "topk", "attn_heads", "attn_out", "hc_ffn_in", "ffn_norm",
-                           "moe_sel", "ffn_out", "out"};
+    const char* steps[] = {"engram_out", "hc_attn_in", "attn_norm",  "q_lora",   "q",
+                           "kv",         "topk",       "attn_heads", "attn_out", "hc_ffn_in",
+                           "ffn_norm",   "moe_sel",    "ffn_out",    "out"};
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         for (const char* st : steps) {
             const std::string n = "blk." + std::to_string(il) + "." + st;
@@ -224,7 +227,8 @@ ulp_report diagnose(const reference_case& rc, const compared_run& cr, int64_t po
     std::filesystem::create_directories(edir);
     for (const auto& [n, v] : sink.data) {
         std::ofstream(edir + "/" + n + ".f32", std::ios::binary)
-            .write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+            .write(reinterpret_cast<const char*>(v.data()),
+                   static_cast<std::streamsize>(v.size() * 4));
     }
     std::vector<std::string> present;
     for (const std::string& n : names) {
@@ -254,10 +258,11 @@ void expect_matches_reference(const reference_case& rc) {
         EXPECT_LE(st.nmse, 1e-6) << "position " << p;
         EXPECT_EQ(st.argmax_mismatch, 0) << "position " << p;
     }
-    std::printf("v41-tiny %s, reference order: max row NMSE %.3g over %d positions, %lld "
-                "bit-identical, argmax mismatches %lld\n",
-                rc.tag().c_str(), max_nmse, kLen, static_cast<long long>(identical),
-                static_cast<long long>(argmax_diff));
+    std::printf(
+        "v41-tiny %s, reference order: max row NMSE %.3g over %d positions, %lld "
+        "bit-identical, argmax mismatches %lld\n",
+        rc.tag().c_str(), max_nmse, kLen, static_cast<long long>(identical),
+        static_cast<long long>(argmax_diff));
     if (first_bad >= 0) diagnose(rc, cr, first_bad, true);
 }
 
@@ -274,10 +279,11 @@ void expect_fast_path_agrees_until_first_flip(const reference_case& rc) {
         ++same;
     }
     const test::diff_stats all = test::compare_rows(cr.got, cr.ref, V);
-    std::printf("v41-tiny %s, fast path: positions 0..%lld agree (row NMSE <= 1e-10); over all "
-                "%d positions NMSE %.3g, argmax mismatches %lld\n",
-                rc.tag().c_str(), static_cast<long long>(same - 1), kLen, all.nmse,
-                static_cast<long long>(all.argmax_mismatch));
+    std::printf(
+        "v41-tiny %s, fast path: positions 0..%lld agree (row NMSE <= 1e-10); over all "
+        "%d positions NMSE %.3g, argmax mismatches %lld\n",
+        rc.tag().c_str(), static_cast<long long>(same - 1), kLen, all.nmse,
+        static_cast<long long>(all.argmax_mismatch));
     if (same == kLen) return;
     const ulp_report first = diagnose(rc, cr, same, false);
     EXPECT_FALSE(first.name.empty()) << "logits differ but no intermediate does";
@@ -371,7 +377,8 @@ TEST(V41Forward, DSparkDraftsMatchReference) {
         return v;
     };
     const std::vector<float> ref_logits = read(dir + "/logits.f32", static_cast<size_t>(n * V));
-    const std::vector<float> ref_drafts = read(dir + "/drafts.f32", static_cast<size_t>((n - 1) * bd * V));
+    const std::vector<float> ref_drafts =
+        read(dir + "/drafts.f32", static_cast<size_t>((n - 1) * bd * V));
     const std::vector<float> ref_conf = read(dir + "/conf.f32", static_cast<size_t>((n - 1) * bd));
 
     backend::cpu_backend be(2, true, true);
@@ -391,7 +398,8 @@ TEST(V41Forward, DSparkDraftsMatchReference) {
         req.logits_last = true;
         req.logits = lg.data();
         fwd.run(req, cache, ar, nullptr);
-        const std::vector<float> ref_row(ref_logits.begin() + p * V, ref_logits.begin() + (p + 1) * V);
+        const std::vector<float> ref_row(ref_logits.begin() + p * V,
+                                         ref_logits.begin() + (p + 1) * V);
         if (test::compare_rows(lg, ref_row, V).nmse > 1e-10) break;  // backbone diverged
         const graph::draft41 d = fwd.draft(p, toks[static_cast<size_t>(p + 1)], cache, ar);
         const std::vector<float> want(ref_drafts.begin() + p * bd * V,
@@ -400,7 +408,8 @@ TEST(V41Forward, DSparkDraftsMatchReference) {
         EXPECT_LE(st.nmse, 1e-6) << "draft after position " << p;
         EXPECT_EQ(st.argmax_mismatch, 0) << "draft after position " << p;
         for (int64_t i = 0; i < bd; ++i) {
-            EXPECT_NEAR(d.confidence[static_cast<size_t>(i)], ref_conf[static_cast<size_t>(p * bd + i)],
+            EXPECT_NEAR(d.confidence[static_cast<size_t>(i)],
+                        ref_conf[static_cast<size_t>(p * bd + i)],
                         1e-3 * (1.0 + std::fabs(ref_conf[static_cast<size_t>(p * bd + i)])))
                 << "draft after position " << p << " row " << i;
         }

@@ -35,7 +35,8 @@ std::string validate_error(const hparams& hp) {
     return "(valid)";
 }
 
-#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << (hay)
+#define EXPECT_CONTAINS(hay, needle) \
+    EXPECT_NE(std::string(hay).find(needle), std::string::npos) << (hay)
 
 // Writes small V4.1 files from the catalogue (zero-filled tensors), with hooks to break one thing.
 struct v41_builder {
@@ -48,10 +49,14 @@ struct v41_builder {
         switch (s.dtype) {
             case dtype_class::dense:
             case dtype_class::float_any:
-            case dtype_class::matrix: return ggml_type::BF16;
-            case dtype_class::routed_expert_v41: return ggml_type::MXFP4;
-            case dtype_class::engram_table: return ggml_type::I8;
-            default: return ggml_type::F32;
+            case dtype_class::matrix:
+                return ggml_type::BF16;
+            case dtype_class::routed_expert_v41:
+                return ggml_type::MXFP4;
+            case dtype_class::engram_table:
+                return ggml_type::I8;
+            default:
+                return ggml_type::F32;
         }
     }
 
@@ -119,8 +124,9 @@ gguf::value u64_array(const std::vector<uint64_t>& v) {
 }
 
 std::string generate(genmodel::weight_scheme ws, uint64_t seed = 5) {
-    const std::string path = test::temp_dir() + "/v41-tiny-" + std::to_string(static_cast<int>(ws)) + "-" +
-                             std::to_string(seed) + ".gguf";
+    const std::string path = test::temp_dir() + "/v41-tiny-" +
+                             std::to_string(static_cast<int>(ws)) + "-" + std::to_string(seed) +
+                             ".gguf";
     genmodel::options o;
     o.preset = "v41-tiny";
     o.weights = ws;
@@ -141,7 +147,7 @@ bool is_e4m3(float v) {
         return m == std::floor(m);
     }
     int k = 0;
-    std::frexp(a, &k);  // a in [2^(k-1), 2^k)
+    std::frexp(a, &k);                           // a in [2^(k-1), 2^k)
     const float q = std::ldexp(a, 3 - (k - 1));  // 3 mantissa bits
     return q == std::floor(q);
 }
@@ -242,7 +248,8 @@ TEST(V41Roles, TinyScheduleMatchesSpecTable) {
     // §6.3: tokens [5, 17, 300, 2, 511, 42] -> compressed [2, 8, 150, 1, 255, 21].
     const int32_t toks[] = {5, 17, 300, 2, 511, 42};
     const int32_t comp[] = {2, 8, 150, 1, 255, 21};
-    for (int i = 0; i < 6; ++i) EXPECT_EQ(hp.v41.engram.token_map[static_cast<size_t>(toks[i])], comp[i]);
+    for (int i = 0; i < 6; ++i)
+        EXPECT_EQ(hp.v41.engram.token_map[static_cast<size_t>(toks[i])], comp[i]);
 }
 
 TEST(V41Presets, ByNameWithHelp) {
@@ -265,18 +272,22 @@ TEST(V41Presets, ByNameWithHelp) {
 TEST(V41Engram, ReleasedPrimesOffsetsAndBound) {
     const hparams hp = preset_v41_flash();
     const auto& e = hp.v41.engram;
-    const std::vector<uint64_t> l1 = {16000057, 16000079, 16000081, 16000097, 16000121, 16000129, 16000133, 16000183,
-                                      16000189, 16000207, 16000211, 16000253, 16000277, 16000289, 16000307, 16000321,
-                                      16000339, 16000381, 16000393, 16000399, 16000403, 16000409, 16000447, 16000463};
-    const std::vector<uint64_t> l14 = {16000477, 16000487, 16000499, 16000507, 16000511, 16000573, 16000609, 16000627,
-                                       16000667, 16000669, 16000693, 16000697, 16000711, 16000729, 16000759, 16000769,
-                                       16000781, 16000799, 16000813, 16000819, 16000841, 16000877, 16000879, 16000889};
-    const std::vector<uint64_t> o1 = {0, 16000057, 32000136, 48000217, 64000314, 80000435, 96000564, 112000697,
-                                      128000880, 144001069, 160001276, 176001487, 192001740, 208002017, 224002306, 240002613,
-                                      256002934, 272003273, 288003654, 304004047, 320004446, 336004849, 352005258, 368005705};
-    const std::vector<uint64_t> o14 = {0, 16000477, 32000964, 48001463, 64001970, 80002481, 96003054, 112003663,
-                                       128004290, 144004957, 160005626, 176006319, 192007016, 208007727, 224008456, 240009215,
-                                       256009984, 272010765, 288011564, 304012377, 320013196, 336014037, 352014914, 368015793};
+    const std::vector<uint64_t> l1 = {16000057, 16000079, 16000081, 16000097, 16000121, 16000129,
+                                      16000133, 16000183, 16000189, 16000207, 16000211, 16000253,
+                                      16000277, 16000289, 16000307, 16000321, 16000339, 16000381,
+                                      16000393, 16000399, 16000403, 16000409, 16000447, 16000463};
+    const std::vector<uint64_t> l14 = {16000477, 16000487, 16000499, 16000507, 16000511, 16000573,
+                                       16000609, 16000627, 16000667, 16000669, 16000693, 16000697,
+                                       16000711, 16000729, 16000759, 16000769, 16000781, 16000799,
+                                       16000813, 16000819, 16000841, 16000877, 16000879, 16000889};
+    const std::vector<uint64_t> o1 = {
+        0,         16000057,  32000136,  48000217,  64000314,  80000435,  96000564,  112000697,
+        128000880, 144001069, 160001276, 176001487, 192001740, 208002017, 224002306, 240002613,
+        256002934, 272003273, 288003654, 304004047, 320004446, 336004849, 352005258, 368005705};
+    const std::vector<uint64_t> o14 = {
+        0,         16000477,  32000964,  48001463,  64001970,  80002481,  96003054,  112003663,
+        128004290, 144004957, 160005626, 176006319, 192007016, 208007727, 224008456, 240009215,
+        256009984, 272010765, 288011564, 304012377, 320013196, 336014037, 352014914, 368015793};
     ASSERT_EQ(e.primes.size(), 48u);
     EXPECT_EQ(std::vector<uint64_t>(e.primes.begin(), e.primes.begin() + 24), l1);
     EXPECT_EQ(std::vector<uint64_t>(e.primes.begin() + 24, e.primes.end()), l14);
@@ -288,8 +299,10 @@ TEST(V41Engram, ReleasedPrimesOffsetsAndBound) {
 TEST(V41Engram, TinyPrimesOffsetsAndBound) {
     const hparams hp = preset_v41_tiny();
     const auto& e = hp.v41.engram;
-    EXPECT_EQ(e.primes, (std::vector<uint64_t>{101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157}));
-    EXPECT_EQ(e.offsets, (std::vector<uint64_t>{0, 101, 204, 311, 420, 533, 0, 131, 268, 407, 556, 707}));
+    EXPECT_EQ(e.primes,
+              (std::vector<uint64_t>{101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157}));
+    EXPECT_EQ(e.offsets,
+              (std::vector<uint64_t>{0, 101, 204, 311, 420, 533, 0, 131, 268, 407, 556, 707}));
     EXPECT_EQ(e.multiplier_bound(), 18014398509481983ull);
     // The recipe restarts the search for every n-gram size and skips primes already taken.
     EXPECT_EQ(engram_primes(100, 3, 1, 1), (std::vector<uint64_t>{101, 103}));
@@ -405,7 +418,8 @@ TEST(V41Validate, C7TableRowsAndEngramArrays) {
     EXPECT_CONTAINS(validate_error(hp), "engram.multipliers: entry 0");
     hp = preset_v41_tiny();
     hp.v41.engram.token_map.pop_back();
-    EXPECT_CONTAINS(validate_error(hp), "engram.token_map: expected exactly vocab_size = 512 entries, got 511");
+    EXPECT_CONTAINS(validate_error(hp),
+                    "engram.token_map: expected exactly vocab_size = 512 entries, got 511");
     hp = preset_v41_tiny();
     hp.v41.engram.token_map[7] = 256;
     EXPECT_CONTAINS(validate_error(hp), "token 7 maps to 256");
@@ -465,12 +479,14 @@ TEST(V41Keys, Ds4HfNamedAliases) {
         w.set("deepseek41.num_hidden_layers", gguf::value::make_u64(8));
         w.set("deepseek41.rope_scaling.factor", gguf::value::make_f64(4.0));
         w.set("deepseek41.engram.rows", u64_array({660, 864}));
-        w.set("deepseek41.engram_pad_token_id", gguf::value::make_u32(2));  // raw id -> token_map[2]
+        w.set("deepseek41.engram_pad_token_id",
+              gguf::value::make_u32(2));  // raw id -> token_map[2]
         w.set("deepseek41.swiglu_limit", gguf::value::make_f32(7.0f));
         std::vector<uint32_t> map(512);
         for (uint32_t t = 0; t < 512; ++t) map[t] = t / 2;
         w.set("deepseek41.engram.token_map", u32_array(map));  // ds4 writes u32[]
-        w.set("deepseek41.engram.primes", u32_array({101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157}));
+        w.set("deepseek41.engram.primes",
+              u32_array({101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157}));
     };
     const hparams hp = read_keys(b);
     EXPECT_EQ(hp.n_layer, 8u);
@@ -491,8 +507,10 @@ TEST(V41Keys, ConfigJsonAlias) {
         ASSERT_TRUE(w.remove("deepseek41.rope.scaling.original_context_length"));
         ASSERT_TRUE(w.remove("deepseek41.hyper_connection.count"));
         ASSERT_TRUE(w.remove("deepseek41.dspark.target_layer_ids"));
-        w.set("deepseek41.config", gguf::value::make_string(
-            R"({"model_type": "deepseek_v41", "text_config": {"index_source_layer_ids": [1, 3, 4, 6],
+        w.set(
+            "deepseek41.config",
+            gguf::value::make_string(
+                R"({"model_type": "deepseek_v41", "text_config": {"index_source_layer_ids": [1, 3, 4, 6],
                 "candidate_source_layer_id": 4, "hc_mult": 4, "dspark_target_layer_ids": [5, 6, 7],
                 "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 32}}})"));
     };
@@ -527,7 +545,9 @@ TEST(V41Keys, Vcruz305EngramKeys) {
 
 TEST(V41Keys, MissingSourceListFailsNamingTheKey) {
     v41_builder b;
-    b.edit_metadata = [](gguf::writer& w) { ASSERT_TRUE(w.remove("deepseek41.attention.kv_source_layer_ids")); };
+    b.edit_metadata = [](gguf::writer& w) {
+        ASSERT_TRUE(w.remove("deepseek41.attention.kv_source_layer_ids"));
+    };
     const std::string m = read_keys_error(b);
     EXPECT_CONTAINS(m, "'deepseek41.attention.kv_source_layer_ids'");
     EXPECT_CONTAINS(m, "required key is missing");
@@ -537,7 +557,8 @@ TEST(V41Keys, MissingSourceListFailsNamingTheKey) {
 TEST(V41Keys, BadEngramMetadataIsRejected) {
     v41_builder b;
     b.edit_metadata = [](gguf::writer& w) {
-        w.set("deepseek41.engram.token_map", gguf::value::make_i32_array(std::vector<int32_t>(300, 0)));
+        w.set("deepseek41.engram.token_map",
+              gguf::value::make_i32_array(std::vector<int32_t>(300, 0)));
     };
     std::string m = read_keys_error(b);
     EXPECT_CONTAINS(m, "'deepseek41.engram.token_map'");
@@ -545,18 +566,25 @@ TEST(V41Keys, BadEngramMetadataIsRejected) {
     b.edit_metadata = [](gguf::writer& w) { ASSERT_TRUE(w.remove("deepseek41.engram.token_map")); };
     m = read_keys_error(b);
     EXPECT_CONTAINS(m, "'deepseek41.engram.token_map': required key is missing");
-    b.edit_metadata = [](gguf::writer& w) { w.set("deepseek41.engram.num_embeddings", u64_array({660, 865})); };
+    b.edit_metadata = [](gguf::writer& w) {
+        w.set("deepseek41.engram.num_embeddings", u64_array({660, 865}));
+    };
     m = read_keys_error(b);
     EXPECT_CONTAINS(m, "engram.num_embeddings");
     EXPECT_CONTAINS(m, "expected 864 rows");
     b.edit_metadata = [](gguf::writer& w) {
-        w.set("deepseek41.engram.primes", u64_array({101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 163}));
+        w.set("deepseek41.engram.primes",
+              u64_array({101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 163}));
     };
     m = read_keys_error(b);
     EXPECT_CONTAINS(m, "'deepseek41.engram.primes': entry 11 is 163, the recomputed prime is 157");
-    b.edit_metadata = [](gguf::writer& w) { w.set("deepseek41.engram.multipliers", u64_array({1, 3, 5})); };
+    b.edit_metadata = [](gguf::writer& w) {
+        w.set("deepseek41.engram.multipliers", u64_array({1, 3, 5}));
+    };
     EXPECT_CONTAINS(read_keys_error(b), "engram.multipliers: expected 8 entries");
-    b.edit_metadata = [](gguf::writer& w) { w.set("deepseek41.engram.encoding", gguf::value::make_string("q8_0")); };
+    b.edit_metadata = [](gguf::writer& w) {
+        w.set("deepseek41.engram.encoding", gguf::value::make_string("q8_0"));
+    };
     EXPECT_CONTAINS(read_keys_error(b), "unknown Engram table encoding 'q8_0'");
     b.edit_metadata = [](gguf::writer& w) {
         w.set("deepseek41.attention.kv_source_layer_ids", gguf::value::make_string("1,3,4"));
@@ -566,7 +594,9 @@ TEST(V41Keys, BadEngramMetadataIsRejected) {
 
 TEST(V41Keys, V4ArchitectureMessageUnchanged) {
     v41_builder b;
-    b.edit_metadata = [](gguf::writer& w) { w.set("general.architecture", gguf::value::make_string("llama")); };
+    b.edit_metadata = [](gguf::writer& w) {
+        w.set("general.architecture", gguf::value::make_string("llama"));
+    };
     const std::string m = read_keys_error(b);
     EXPECT_CONTAINS(m, "expected 'deepseek4', got 'llama'");
     EXPECT_CONTAINS(m, "deepseek41");
@@ -594,7 +624,9 @@ TEST(V41Catalogue, TensorsFollowLayerRoles) {
     for (uint32_t il = 0; il < 8; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         EXPECT_EQ(has(p + "attn_compressor_kv.weight"), hp.is_kv_source(il)) << il;
-        EXPECT_EQ(has(p + "attn_compressor_gate.weight"), hp.is_kv_source(il) && hp.compress_ratio(il) == 2) << il;
+        EXPECT_EQ(has(p + "attn_compressor_gate.weight"),
+                  hp.is_kv_source(il) && hp.compress_ratio(il) == 2)
+            << il;
         EXPECT_EQ(has(p + "indexer.attn_k.weight"), hp.is_kv_source(il)) << il;
         EXPECT_EQ(has(p + "indexer.attn_q_b.weight"), hp.is_index_source(il)) << il;
         EXPECT_EQ(has(p + "engram_embd.weight"), il < 2) << il;
@@ -643,10 +675,12 @@ TEST(V41Catalogue, ValidFileBindsEveryRole) {
     ASSERT_EQ(w.dspark.size(), 2u);
     EXPECT_TRUE(m->has_draft());
     for (const auto& l : w.layers) {
-        EXPECT_TRUE(l.attn_q_a && l.attn_kv && l.attn_output_b && l.ffn_gate_exps && l.ffn_down_shexp);
+        EXPECT_TRUE(l.attn_q_a && l.attn_kv && l.attn_output_b && l.ffn_gate_exps &&
+                    l.ffn_down_shexp);
         EXPECT_EQ(l.mode, hp.mode(l.il));
         EXPECT_EQ(static_cast<bool>(l.comp_kv), hp.is_kv_source(l.il)) << l.il;
-        EXPECT_EQ(static_cast<bool>(l.comp_gate), hp.is_kv_source(l.il) && l.compress_ratio == 2) << l.il;
+        EXPECT_EQ(static_cast<bool>(l.comp_gate), hp.is_kv_source(l.il) && l.compress_ratio == 2)
+            << l.il;
         EXPECT_EQ(static_cast<bool>(l.idx_k), hp.owns_index_k(l.il)) << l.il;
         EXPECT_EQ(static_cast<bool>(l.idx_q_b), hp.is_index_source(l.il)) << l.il;
         EXPECT_EQ(static_cast<bool>(l.engram_embd), l.engram_index >= 0) << l.il;
@@ -654,8 +688,8 @@ TEST(V41Catalogue, ValidFileBindsEveryRole) {
     }
     EXPECT_TRUE(w.dspark[0].dspark_main_proj && w.dspark[0].dspark_main_norm);
     EXPECT_FALSE(w.dspark[0].dspark_conf);
-    EXPECT_TRUE(w.dspark[1].dspark_norm && w.dspark[1].dspark_markov_embd && w.dspark[1].dspark_markov_head &&
-                w.dspark[1].dspark_conf);
+    EXPECT_TRUE(w.dspark[1].dspark_norm && w.dspark[1].dspark_markov_embd &&
+                w.dspark[1].dspark_markov_head && w.dspark[1].dspark_conf);
     EXPECT_EQ(w.dspark[1].ffn_gate_inp.ne[1], 4);
     EXPECT_TRUE(m->unknown_tensors().empty());
     const size_stats st = compute_size_stats(*m);
@@ -674,7 +708,8 @@ TEST(V41Catalogue, AliasesAndAlternativeTypesAreAccepted) {
             t = ggml_type::Q8_0;
             s.ne = {32, 864};
         }
-        if (s.name == "blk.2.ffn_gate_exps.weight" || s.name == "blk.2.ffn_up_exps.weight") t = ggml_type::IQ2_XXS;
+        if (s.name == "blk.2.ffn_gate_exps.weight" || s.name == "blk.2.ffn_up_exps.weight")
+            t = ggml_type::IQ2_XXS;
         if (s.name == "blk.2.attn_q_a.weight") t = ggml_type::Q8_0;
         if (s.dtype == dtype_class::norm_f32_bf16) t = ggml_type::BF16;
         return true;
@@ -693,24 +728,29 @@ TEST(V41Catalogue, AliasesAndAlternativeTypesAreAccepted) {
 
 TEST(V41Catalogue, BadFilesGiveClearErrors) {
     v41_builder b;
-    b.edit_tensor = [](tensor_spec& s, ggml_type&) { return s.name != "blk.3.indexer.attn_k.weight"; };
+    b.edit_tensor = [](tensor_spec& s, ggml_type&) {
+        return s.name != "blk.3.indexer.attn_k.weight";
+    };
     std::string m = load_error(b);
     EXPECT_CONTAINS(m, "'blk.3.indexer.attn_k.weight' is missing");
     b.edit_tensor = [](tensor_spec& s, ggml_type&) { return s.name != "blk.0.engram_kv.weight"; };
     m = load_error(b);
-    EXPECT_CONTAINS(m, "'blk.0.engram_kv.weight' is missing (nor its alias 'blk.0.engram_wkv.weight')");
+    EXPECT_CONTAINS(
+        m, "'blk.0.engram_kv.weight' is missing (nor its alias 'blk.0.engram_wkv.weight')");
     b.edit_tensor = [](tensor_spec& s, ggml_type&) {
         if (s.name == "blk.6.indexer.attn_q_b.weight") s.ne = {64, 128};
         return true;
     };
     m = load_error(b);
-    EXPECT_CONTAINS(m, "'blk.6.indexer.attn_q_b.weight': wrong shape: expected [64, 256], got [64, 128]");
+    EXPECT_CONTAINS(
+        m, "'blk.6.indexer.attn_q_b.weight': wrong shape: expected [64, 256], got [64, 128]");
     b.edit_tensor = [](tensor_spec& s, ggml_type&) {
         if (s.name == "blk.0.engram_embd.weight") s.ne = {33, 661};
         return true;
     };
     m = load_error(b);
-    EXPECT_CONTAINS(m, "'blk.0.engram_embd.weight': wrong shape: expected [33, 660], got [33, 661]");
+    EXPECT_CONTAINS(m,
+                    "'blk.0.engram_embd.weight': wrong shape: expected [33, 660], got [33, 661]");
     b.edit_tensor = [](tensor_spec& s, ggml_type& t) {
         if (s.name == "blk.4.attn_q_a.weight") t = ggml_type::MXFP4;
         return true;
@@ -721,11 +761,14 @@ TEST(V41Catalogue, BadFilesGiveClearErrors) {
         if (s.name == "blk.5.ffn_up_exps.weight") t = ggml_type::Q4_K;
         return true;
     };
-    EXPECT_CONTAINS(load_error(b), "layer 5: ffn_gate_exps (mxfp4) and ffn_up_exps (q4_K) must share one type");
+    EXPECT_CONTAINS(load_error(b),
+                    "layer 5: ffn_gate_exps (mxfp4) and ffn_up_exps (q4_K) must share one type");
     b.edit_tensor = [](tensor_spec& s, ggml_type&) { return s.name != "blk.9.dspark_conf.weight"; };
     EXPECT_CONTAINS(load_error(b), "'blk.9.dspark_conf.weight' is missing");
     b.edit_tensor = nullptr;
-    b.edit_metadata = [](gguf::writer& w) { w.set("tokenizer.ggml.tokens", gguf::value::make_string_array({"a"})); };
+    b.edit_metadata = [](gguf::writer& w) {
+        w.set("tokenizer.ggml.tokens", gguf::value::make_string_array({"a"}));
+    };
     EXPECT_CONTAINS(load_error(b), "(deepseek41.vocab_size)");
     b.edit_metadata = nullptr;
     load_options lo;
@@ -812,7 +855,8 @@ TEST(V41GenModel, StorageTypesPerScheme) {
     o.quiet = true;
     o.output = test::temp_dir() + "/v41-default.gguf";
     genmodel::generate(o);
-    EXPECT_EQ(test::read_file(o.output), test::read_file(tiny(genmodel::weight_scheme::lossless).path));
+    EXPECT_EQ(test::read_file(o.output),
+              test::read_file(tiny(genmodel::weight_scheme::lossless).path));
 }
 
 TEST(V41GenModel, F32IsTheExactDequantizationOfLossless) {
@@ -857,13 +901,15 @@ TEST(V41GenModel, LosslessWeightsAreCheckpointFormats) {
             for (int64_t c0 = 0; c0 < cols; c0 += 32) {
                 float amax = 0.0f;
                 for (int64_t r = r0; r < std::min(rows, r0 + 32); ++r) {
-                    for (int64_t c = c0; c < std::min(cols, c0 + 32); ++c) amax = std::max(amax, std::fabs(v[static_cast<size_t>(r * cols + c)]));
+                    for (int64_t c = c0; c < std::min(cols, c0 + 32); ++c)
+                        amax = std::max(amax, std::fabs(v[static_cast<size_t>(r * cols + c)]));
                 }
                 if (amax == 0.0f) continue;
                 const int S = static_cast<int>(std::ceil(std::log2(amax / 448.0f)));
                 for (int64_t r = r0; r < std::min(rows, r0 + 32); ++r) {
                     for (int64_t c = c0; c < std::min(cols, c0 + 32); ++c) {
-                        bad += is_e4m3(std::ldexp(v[static_cast<size_t>(r * cols + c)], -S)) ? 0 : 1;
+                        bad +=
+                            is_e4m3(std::ldexp(v[static_cast<size_t>(r * cols + c)], -S)) ? 0 : 1;
                     }
                 }
             }

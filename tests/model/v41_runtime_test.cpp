@@ -2,8 +2,8 @@
 // candidate source publishes its blocks and only Reindex layers mask with them, Reindex
 // selections lie inside the kept candidate blocks, Reuse layers take their source's list
 // verbatim; and an Engram lookup pages in only the table rows it reads.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -38,14 +38,14 @@ struct counting_backend : backend::cpu_backend {
     int attention_calls = 0;
 
     counting_backend() : cpu_backend(2, false, true) {}
-    void indexer41(const ::magnetar::backend::indexer41_params& p, const tensor& qi, const tensor& w,
-                   const tensor& keys, const tensor& cand_in, const tensor& cand_out,
-                   const tensor& sel) override {
+    void indexer41(const ::magnetar::backend::indexer41_params& p, const tensor& qi,
+                   const tensor& w, const tensor& keys, const tensor& cand_in,
+                   const tensor& cand_out, const tensor& sel) override {
         indexer_calls.push_back({static_cast<bool>(cand_in), static_cast<bool>(cand_out), p.ratio});
         cpu_backend::indexer41(p, qi, w, keys, cand_in, cand_out, sel);
     }
-    void attention41(const ::magnetar::backend::attention41_params& p, const tensor& q, const tensor& kv,
-                     const tensor& ring, const tensor& comp, const tensor& sel,
+    void attention41(const ::magnetar::backend::attention41_params& p, const tensor& q,
+                     const tensor& kv, const tensor& ring, const tensor& comp, const tensor& sel,
                      const tensor& sinks, const tensor& out) override {
         ++attention_calls;
         cpu_backend::attention41(p, q, kv, ring, comp, sel, sinks, out);
@@ -134,8 +134,8 @@ TEST(V41Engram, LookupPagesInOnlyTheRowsRead) {
     const std::string path =
         (std::filesystem::temp_directory_path() / ("magnetar-engram-" + std::to_string(::getpid())))
             .string();
-    const int64_t row = 264;                 // released row264 rows
-    const int64_t rows = 4 * 1024 * 1024;    // 1.03 GiB, sparse on disk
+    const int64_t row = 264;               // released row264 rows
+    const int64_t rows = 4 * 1024 * 1024;  // 1.03 GiB, sparse on disk
     FILE* f = std::fopen(path.c_str(), "w+b");
     ASSERT_NE(f, nullptr);
     ASSERT_EQ(::ftruncate(::fileno(f), row * rows), 0);

@@ -101,7 +101,8 @@ TEST(V41Session, DecodePrefillAndChunkedAgree) {
     auto c = session(opts(7, true));
     ASSERT_TRUE(c->eval(t).ok());
     for (int i = 0; i < kLen; ++i) {
-        ASSERT_TRUE(same(rows[static_cast<size_t>(i)], c->logits_at(i))) << "chunk 7, position " << i;
+        ASSERT_TRUE(same(rows[static_cast<size_t>(i)], c->logits_at(i)))
+            << "chunk 7, position " << i;
     }
     // Decode: one eval() per token.
     auto d = session(opts(64));
@@ -211,8 +212,8 @@ TEST(V41Session, MemoryReportsGlobalKvBytesPerToken) {
     EXPECT_GT(m.pending_bytes, 0u);
     EXPECT_EQ(m.history_bytes, 256u * 8u);
     EXPECT_EQ(m.frontier_bytes, 0u);
-    EXPECT_EQ(m.cache_bytes(), m.growing_bytes + m.raw_window_bytes + m.pending_bytes +
-                                   m.history_bytes);
+    EXPECT_EQ(m.cache_bytes(),
+              m.growing_bytes + m.raw_window_bytes + m.pending_bytes + m.history_bytes);
     EXPECT_GT(m.scratch_bytes, 0u);
     // Checkpoints at 16 and 32, each the small state (rings, pending rows, the 4-byte runtime
     // slot) and the logits row.
@@ -364,16 +365,16 @@ TEST(V41Session, CliRunsTheModel) {
         }
     }
     std::string out;
-    int rc = test::run_command(test::magnetar_bin() + " run -m " + v41_model() + " -t 2 --tokens " +
-                                   tok_file + " -n 8",
-                               &out);
+    int rc = test::run_command(
+        test::magnetar_bin() + " run -m " + v41_model() + " -t 2 --tokens " + tok_file + " -n 8",
+        &out);
     ASSERT_EQ(rc, 0) << out;
     EXPECT_EQ(out.substr(0, out.find('\n')), want) << out;  // then the timing lines
 
-    rc = test::run_command(test::magnetar_bin() + " eval-logits -m " + v41_model() +
-                               " -t 2 --tokens " + tok_file + " --mode chunked:7 --all-positions --out " +
-                               dir + "/v41-logits.f32 2>&1",
-                           &out);
+    rc = test::run_command(
+        test::magnetar_bin() + " eval-logits -m " + v41_model() + " -t 2 --tokens " + tok_file +
+            " --mode chunked:7 --all-positions --out " + dir + "/v41-logits.f32 2>&1",
+        &out);
     ASSERT_EQ(rc, 0) << out;
     const std::vector<float> got = test::read_f32(dir + "/v41-logits.f32");
     // eval-logits multiplies with float activations (exact_matmul).
@@ -393,13 +394,14 @@ TEST(V41Session, CliRunsTheModel) {
             << "position " << i;
     }
 
-    rc = test::run_command(test::magnetar_bin() + " run -m " + v41_model() + " -p hello 2>&1", &out);
+    rc =
+        test::run_command(test::magnetar_bin() + " run -m " + v41_model() + " -p hello 2>&1", &out);
     EXPECT_NE(rc, 0);
     EXPECT_NE(out.find("tokenizer"), std::string::npos) << out;
     // The model walk needs a tokenizer too: the error points at what works without one.
-    rc = test::run_command(test::magnetar_bin() + " bench -m " + v41_model() +
-                               " --prompt-file " + tok_file + " 2>&1",
-                           &out);
+    rc = test::run_command(
+        test::magnetar_bin() + " bench -m " + v41_model() + " --prompt-file " + tok_file + " 2>&1",
+        &out);
     EXPECT_NE(rc, 0);
     EXPECT_NE(out.find("bench kv"), std::string::npos) << out;
 }

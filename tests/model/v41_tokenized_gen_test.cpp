@@ -78,8 +78,9 @@ TEST(V41TokenizedGen, FileCarriesTheTokenizerAndVocabularySizedTensors) {
     ASSERT_NE(tokens, nullptr);
     EXPECT_EQ(tokens->arr.size(), 129280u);
     ASSERT_NE(r->find("tokenizer.ggml.merges"), nullptr);
-    for (const char* name : {"token_embd.weight", "output.weight", "blk.9.dspark_markov_embd.weight",
-                             "blk.9.dspark_markov_head.weight"}) {
+    for (const char* name :
+         {"token_embd.weight", "output.weight", "blk.9.dspark_markov_embd.weight",
+          "blk.9.dspark_markov_head.weight"}) {
         const gguf::tensor_info* t = r->find_tensor(name);
         ASSERT_NE(t, nullptr) << name;
         EXPECT_EQ(t->ne[1], 129280) << name;

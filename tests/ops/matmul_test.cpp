@@ -92,8 +92,7 @@ TEST(CpuMatmul, Int8ActivationPathIsCloseAndBatchInvariant) {
     l.max_row = n_in;
     be.reserve(l);
     be1.reserve(l);
-    for (ggml_type type :
-         {ggml_type::Q8_0, ggml_type::Q2_K, ggml_type::Q4_K, ggml_type::IQ2_XXS}) {
+    for (ggml_type type : {ggml_type::Q8_0, ggml_type::Q2_K, ggml_type::Q4_K, ggml_type::IQ2_XXS}) {
         SCOPED_TRACE(type_traits_of(type).name);
         weights w = random_weights(type, n_in, n_out, 13);
         const tensor xt = make_tensor(x.data(), ggml_type::F32, n_in, n_tok);
@@ -102,8 +101,8 @@ TEST(CpuMatmul, Int8ActivationPathIsCloseAndBatchInvariant) {
         cpu::ref::matmul_ref(w.t, xt, make_tensor(ref.data(), ggml_type::F32, n_out, n_tok), 0,
                              n_out, scratch.data());
         const double e = nmse(fast, ref);
-        std::printf("  %-8s int8 activations vs float twin nmse %.3e\n",
-                    type_traits_of(type).name, e);
+        std::printf("  %-8s int8 activations vs float twin nmse %.3e\n", type_traits_of(type).name,
+                    e);
         EXPECT_LE(e, 5e-4);
         std::vector<float> one(n_out), single(n_out * n_tok);
         be.matmul(w.t, make_tensor(x.data() + 2 * n_in, ggml_type::F32, n_in, 1),

@@ -397,8 +397,8 @@ TEST(CpuKernels, IndexerDecodeSplitEqualsBatch) {
                                   qi.begin() + (t + 1) * heads * p.head_dim);
             std::vector<float> w1(wgt.begin() + t * heads, wgt.begin() + (t + 1) * heads);
             std::vector<int32_t> one(p.top_k, 7);
-            be().indexer_topk(pt, t2(q1, heads * p.head_dim), t2(w1, heads),
-                              t2(rows, p.head_dim), t2i(one, p.top_k));
+            be().indexer_topk(pt, t2(q1, heads * p.head_dim), t2(w1, heads), t2(rows, p.head_dim),
+                              t2i(one, p.top_k));
             EXPECT_EQ(one, std::vector<int32_t>(batch.begin() + t * p.top_k,
                                                 batch.begin() + (t + 1) * p.top_k))
                 << heads << " heads, token " << t;

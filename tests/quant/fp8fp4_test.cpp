@@ -22,7 +22,9 @@
 namespace magnetar::quant {
 namespace {
 
-uint32_t bits(float f) { return f32_to_bits(f); }
+uint32_t bits(float f) {
+    return f32_to_bits(f);
+}
 
 // Brute-force oracle: the code of the nearest value among the finite non-negative codes
 // 0..n_codes-1 (values by `decode`), ties to the even code, sign applied afterwards.
@@ -85,7 +87,7 @@ TEST(V41Formats, E4m3SpecExamples) {
     EXPECT_EQ(e4m3_encode(464.0f), 0x7e);  // the would-be tie with 480 saturates
     EXPECT_EQ(e4m3_encode(0x1p-9f), 0x01);
     EXPECT_EQ(e4m3_encode(0x1p-6f), 0x08);
-    EXPECT_EQ(rt(15.5f), 16.0f);            // rounds up into the next binade
+    EXPECT_EQ(rt(15.5f), 16.0f);  // rounds up into the next binade
     EXPECT_TRUE(std::isnan(e4m3_decode(0x7f)));
     EXPECT_TRUE(std::isnan(e4m3_decode(0xff)));
     EXPECT_TRUE(std::isnan(e4m3_decode(e4m3_encode(std::nanf("")))));
@@ -110,8 +112,10 @@ TEST(V41Formats, E4m3MatchesNearestValueOracle) {
     std::vector<float> probes;
     // Every midpoint between neighbouring codes, and its float neighbours.
     for (int c = 0; c < 126; ++c) {
-        const float mid = 0.5f * (e4m3_decode(static_cast<uint8_t>(c)) + e4m3_decode(static_cast<uint8_t>(c + 1)));
-        probes.insert(probes.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1000.0f), -mid});
+        const float mid = 0.5f * (e4m3_decode(static_cast<uint8_t>(c)) +
+                                  e4m3_decode(static_cast<uint8_t>(c + 1)));
+        probes.insert(probes.end(),
+                      {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1000.0f), -mid});
     }
     // Every finite bf16 value (the QDQ inputs are bf16 values times powers of two), and random
     // fp32 values.
@@ -120,7 +124,8 @@ TEST(V41Formats, E4m3MatchesNearestValueOracle) {
         if (std::isfinite(v)) probes.push_back(v);
     }
     Rng rng(7);
-    for (int i = 0; i < 20000; ++i) probes.push_back(std::ldexp(rng.uniform_pm1(), -14 + static_cast<int>(rng.below(24))));
+    for (int i = 0; i < 20000; ++i)
+        probes.push_back(std::ldexp(rng.uniform_pm1(), -14 + static_cast<int>(rng.below(24))));
     for (float v : probes) {
         const float c = std::fmax(std::fmin(v, 448.0f), -448.0f);
         ASSERT_EQ(e4m3_encode(v), nearest_code(c, 127, 0x80, dec)) << v;
@@ -159,13 +164,16 @@ TEST(V41Formats, E2m1TiesAndRoundTrips) {
     for (uint32_t b = 0; b < 0x10000u; ++b) {  // every finite bf16 value
         const float v = bf16_to_f32(static_cast<uint16_t>(b));
         if (!std::isfinite(v)) continue;
-        ASSERT_EQ(e2m1_encode(v), nearest_code(std::fmax(std::fmin(v, 6.0f), -6.0f), 8, 0x08, dec)) << v;
+        ASSERT_EQ(e2m1_encode(v), nearest_code(std::fmax(std::fmin(v, 6.0f), -6.0f), 8, 0x08, dec))
+            << v;
     }
     Rng rng(11);
     for (float v : random_bf16(rng, 5000, -4, 2)) {
-        EXPECT_EQ(e2m1_encode(v), nearest_code(std::fmax(std::fmin(v, 6.0f), -6.0f), 8, 0x08, dec)) << v;
+        EXPECT_EQ(e2m1_encode(v), nearest_code(std::fmax(std::fmin(v, 6.0f), -6.0f), 8, 0x08, dec))
+            << v;
     }
-    for (float m : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f}) {  // float neighbours of the midpoints
+    for (float m :
+         {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f}) {  // float neighbours of the midpoints
         for (float v : {std::nextafter(m, 0.0f), std::nextafter(m, 10.0f)}) {
             EXPECT_EQ(e2m1_encode(v), nearest_code(v, 8, 0x08, dec)) << v;
         }
@@ -255,8 +263,8 @@ TEST(V41Formats, Fp4E4m3Block16Invariants) {
     float x2[16] = {7.0f, 3.0f};
     qdq_fp4_e4m3_block16(x2, y, 16, c, &s);
     EXPECT_EQ(e4m3_decode(s), 1.125f);
-    EXPECT_EQ(y[0], 6.75f);                                  // 7 / 1.125 = 6.22 -> clamp 6
-    EXPECT_EQ(c[1], e2m1_encode(3.0f / 1.125f));             // 2.67 -> 3
+    EXPECT_EQ(y[0], 6.75f);                       // 7 / 1.125 = 6.22 -> clamp 6
+    EXPECT_EQ(c[1], e2m1_encode(3.0f / 1.125f));  // 2.67 -> 3
     EXPECT_EQ(y[1], 3.375f);
     // Tiny block: the amax floor 6 * 2^-9 keeps the scale at the smallest subnormal 2^-9.
     float x3[16] = {1e-6f};
@@ -376,12 +384,14 @@ TEST(V41Formats, Fp8LinearDotIsExact) {
         }
         for (auto& s : ws) s = -12 + static_cast<int>(rng.below(10));
         std::vector<float> wt(k);  // lossless dequantized weight
-        for (int64_t i = 0; i < k; ++i) wt[i] = round_bf16(std::ldexp(e4m3_decode(wc[i]), ws[i / 32]));
+        for (int64_t i = 0; i < k; ++i)
+            wt[i] = round_bf16(std::ldexp(e4m3_decode(wc[i]), ws[i / 32]));
         // §4.6 as written: integer-grid products per block, then the power-of-two scaling.
         float acc = 0.0f;
         for (int64_t b = 0; b < k / 32; ++b) {
             float part = 0.0f;
-            for (int64_t i = b * 32; i < b * 32 + 32; ++i) part += e4m3_decode(qc[i]) * e4m3_decode(wc[i]);
+            for (int64_t i = b * 32; i < b * 32 + 32; ++i)
+                part += e4m3_decode(qc[i]) * e4m3_decode(wc[i]);
             acc = acc + std::ldexp(part, (static_cast<int>(qe[b]) - 127) + ws[b]);
         }
         EXPECT_EQ(bits(fp8_linear_dot_ref(xq.data(), wt.data(), k)), bits(acc)) << trial;
@@ -509,7 +519,8 @@ TEST(V41Formats, QuantizeRowMxfp4MatchesQdq) {
     // Through the weight quantizer's entry point, two rows.
     ASSERT_TRUE(can_quantize_to(ggml_type::MXFP4));
     std::vector<uint8_t> bytes(2 * row_bytes(ggml_type::MXFP4, n / 2));
-    EXPECT_EQ(quantize_rows(ggml_type::MXFP4, x.data(), bytes.data(), 2, n / 2, nullptr), bytes.size());
+    EXPECT_EQ(quantize_rows(ggml_type::MXFP4, x.data(), bytes.data(), 2, n / 2, nullptr),
+              bytes.size());
     EXPECT_EQ(std::memcmp(bytes.data(), blocks.data(), bytes.size()), 0);
     // And to the index-key row: the same codes in the checkpoint nibble order.
     std::vector<uint8_t> row(index_key_row_bytes(128));

@@ -802,7 +802,8 @@ TEST(SimdIndex, ScoresEqualTheDefinitionBitForBit) {
                 for (int64_t s = 0; s < n; ++s) {
                     float acc = 0.0f;
                     for (int64_t h = 0; h < nh; ++h) {
-                        const float d = cpu::dot_f32(q.data() + h * hd, keys.data() + s * stride, hd);
+                        const float d =
+                            cpu::dot_f32(q.data() + h * hd, keys.data() + s * stride, hd);
                         acc += (w[h] * scale) * std::max(d, 0.0f);
                     }
                     want[s] = acc;

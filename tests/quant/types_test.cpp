@@ -71,8 +71,8 @@ TEST(TypeTraits, Mxfp4Dequant) {
     block[0] = 127;  // scale 1
     const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
     for (int j = 0; j < 16; ++j) {
-        const int lo = j;            // element j: code j (sign bit for j >= 8)
-        const int hi = 15 - j;       // element j + 16: code 15 - j
+        const int lo = j;       // element j: code j (sign bit for j >= 8)
+        const int hi = 15 - j;  // element j + 16: code 15 - j
         block[1 + j] = static_cast<uint8_t>(lo | (hi << 4));
     }
     float out[32];

@@ -23,7 +23,9 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-const Engine* engine() { return test::default_engine(); }
+const Engine* engine() {
+    return test::default_engine();
+}
 
 struct temp_dir {
     std::string path;
@@ -60,8 +62,11 @@ std::string long_text() {
 }
 
 json request(const std::vector<json>& messages) {
-    return json{{"model", "deepseek-v4-flash"}, {"messages", messages}, {"max_tokens", 4},
-                {"thinking", false},            {"temperature", 0}};
+    return json{{"model", "deepseek-v4-flash"},
+                {"messages", messages},
+                {"max_tokens", 4},
+                {"thinking", false},
+                {"temperature", 0}};
 }
 
 json post(int port, const json& body) {
@@ -107,9 +112,8 @@ TEST(ServerDiskCache, ConversationSurvivesARestart) {
 
     // A new server process state: the same conversation, extended by one turn.
     const std::string reply = answer1["choices"][0]["message"]["content"];
-    const json extended = request(
-        {first, json{{"role", "assistant"}, {"content", reply}},
-         json{{"role", "user"}, {"content", "And the next record?"}}});
+    const json extended = request({first, json{{"role", "assistant"}, {"content", reply}},
+                                   json{{"role", "user"}, {"content", "And the next record?"}}});
     json cold_answer;
     {
         temp_dir none("none");  // reference: the same request without any cache

@@ -58,10 +58,14 @@ TEST(ServerFailure, OutOfMemoryIsA503AndTheServerStaysUp) {
         {"/v1/completions",
          {{"prompt", "Hi"}, {"max_tokens", 3}, {"thinking", false}, {"temperature", 0}}},
         {"/v1/messages",
-         {{"model", "m"}, {"max_tokens", 3}, {"messages", chat["messages"]},
+         {{"model", "m"},
+          {"max_tokens", 3},
+          {"messages", chat["messages"]},
           {"thinking", {{"type", "disabled"}}}}},
         {"/v1/responses",
-         {{"model", "m"}, {"max_output_tokens", 3}, {"input", "Hi"},
+         {{"model", "m"},
+          {"max_output_tokens", 3},
+          {"input", "Hi"},
           {"reasoning", {{"effort", "none"}}}}},
     };
     for (const auto& c : cases) {

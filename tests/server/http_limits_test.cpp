@@ -33,11 +33,13 @@ namespace {
 using json = nlohmann::ordered_json;
 using namespace raw_http;
 
-const Engine* engine() { return test::default_engine(); }
+const Engine* engine() {
+    return test::default_engine();
+}
 
-#define REQUIRE_MODEL()                                                            \
-    do {                                                                           \
-        if (!engine()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";        \
+#define REQUIRE_MODEL()                                                     \
+    do {                                                                    \
+        if (!engine()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing"; \
     } while (0)
 
 server_options small_options() {
@@ -122,15 +124,18 @@ TEST(HttpLimits, AmbiguousFramingRefused) {
     auto srv = start(small_options());
     ASSERT_TRUE(srv);
     const int port = srv->port();
-    EXPECT_EQ(status_of(exchange(port, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                                       "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}")),
+    EXPECT_EQ(status_of(exchange(port,
+                                 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                                 "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}")),
               400);
-    EXPECT_EQ(status_of(exchange(port, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                                       "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
-                                       "2\r\n{}\r\n0\r\n\r\n")),
+    EXPECT_EQ(status_of(exchange(port,
+                                 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                                 "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                 "2\r\n{}\r\n0\r\n\r\n")),
               400);
-    EXPECT_EQ(status_of(exchange(port, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                                       "Transfer-Encoding: gzip, chunked\r\n\r\n")),
+    EXPECT_EQ(status_of(exchange(port,
+                                 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                                 "Transfer-Encoding: gzip, chunked\r\n\r\n")),
               501);
     EXPECT_EQ(status_of(exchange(port, "GET /health HTTP/1.1\nHost: x\n\n")), 400);
     EXPECT_EQ(status_of(exchange(port, "GET /health HTTP/2.0\r\nHost: x\r\n\r\n")), 505);
@@ -188,8 +193,9 @@ TEST(HttpLimits, ChunkedBodyCutAtTheLimit) {
     ASSERT_TRUE(srv);
     const int fd = connect_from(srv->port());
     ASSERT_GE(fd, 0);
-    send_str(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                 "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n");
+    send_str(fd,
+             "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+             "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n");
     std::thread sender([fd] { send_chunked(fd, size_t{8} << 20, 64 << 10); });
     const std::string r = recv_until(fd, 10, full_response);
     ::shutdown(fd, SHUT_RDWR);
@@ -213,9 +219,11 @@ TEST(HttpLimits, ChunkedBodyUnderTheLimitServed) {
     }
     chunked += "0\r\n\r\n";
     const std::string r =
-        exchange(srv->port(), "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                              "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n"
-                              "\r\n" + chunked);
+        exchange(srv->port(),
+                 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                 "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n"
+                 "\r\n" +
+                     chunked);
     EXPECT_EQ(status_of(r), 200) << r;
     EXPECT_NE(r.find("chat.completion"), std::string::npos) << r;
 }
@@ -232,8 +240,7 @@ TEST(HttpLimits, HeaderDeadlineIsTotalNotPerByte) {
     ASSERT_TRUE(srv);
     const int fd = connect_from(srv->port());
     ASSERT_GE(fd, 0);
-    const std::string head = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " +
-                             std::string(200, 'a');
+    const std::string head = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(200, 'a');
     const auto t0 = clock_type::now();
     std::string r;
     // One byte every 50 ms, never the end of the head, for at most 6 s.
@@ -400,9 +407,10 @@ TEST(HttpLimits, RejectedLargeBodiesDoNotPinMemory) {
     ASSERT_TRUE(srv);
     // 30 MB of JSON that is cut off: read, buffered, then refused by the parser.
     const std::string body = "{\"messages\":\"" + std::string(30u << 20, 'a');
-    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                             "Content-Type: application/json\r\nContent-Length: " +
-                             std::to_string(body.size()) + "\r\n\r\n";
+    const std::string head =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n";
     const size_t before = rss_bytes();
     std::vector<int> status(16, 0);
     std::vector<std::thread> clients;

@@ -165,8 +165,7 @@ TEST(RequestValidation, ToolLoopRequestsOfRealClientsPass) {
 }
 
 TEST(RequestValidation, ParserLimitsAndDuplicateKeys) {
-    EXPECT_EQ(parse_request_json(R"({"a":1,"b":{"c":2},"a":3})").dump(),
-              R"({"a":3,"b":{"c":2}})");
+    EXPECT_EQ(parse_request_json(R"({"a":1,"b":{"c":2},"a":3})").dump(), R"({"a":3,"b":{"c":2}})");
     // Order of first appearance is kept (tool schemas are rendered in client order).
     EXPECT_EQ(parse_request_json(R"({"z":1,"y":2,"x":3})").begin().key(), "z");
     const std::string ok_depth = "{\"a\":" + std::string(255, '[') + std::string(255, ']') + "}";
@@ -243,7 +242,9 @@ TEST(RequestIds, ForkedProcessesDrawDifferentIds) {
 // A live server
 // ---------------------------------------------------------------------------------------------
 
-const Engine* engine() { return test::default_engine(); }
+const Engine* engine() {
+    return test::default_engine();
+}
 
 server_options options() {
     server_options o;
@@ -266,10 +267,10 @@ server* live_server() {
     return s.get();
 }
 
-#define REQUIRE_SERVER()                                                            \
-    do {                                                                            \
-        if (!engine()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";         \
-        ASSERT_NE(live_server(), nullptr);                                          \
+#define REQUIRE_SERVER()                                                    \
+    do {                                                                    \
+        if (!engine()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing"; \
+        ASSERT_NE(live_server(), nullptr);                                  \
     } while (0)
 
 httplib::Client client(int port) {
@@ -313,10 +314,10 @@ TEST(RequestValidation, MaxTokensDefaultAndRequired) {
     EXPECT_EQ(m["type"], "error");
     EXPECT_EQ(m["error"]["type"], "invalid_request_error");
     EXPECT_EQ(m["error"]["message"], "missing max_tokens");
-    const json ok = post(port, "/v1/messages",
-                         json::parse(R"({"messages":[{"role":"user","content":"Hi"}],
+    const json ok =
+        post(port, "/v1/messages", json::parse(R"({"messages":[{"role":"user","content":"Hi"}],
                                          "max_tokens":2})"),
-                         &st);
+             &st);
     ASSERT_EQ(st, 200) << ok.dump();
     EXPECT_TRUE(std::regex_match(ok["id"].get<std::string>(), std::regex("msg_[0-9a-f]{24}")));
 }
@@ -336,8 +337,10 @@ std::string corpus_body(const json& entry) {
                     continue;
                 }
                 for (char c : text) {
-                    if (c == '%') body += std::to_string(i);
-                    else body += c;
+                    if (c == '%')
+                        body += std::to_string(i);
+                    else
+                        body += c;
                 }
             }
         }

@@ -2,6 +2,8 @@
 // shapes, streaming, reuse counters, errors, safety and robustness. The tiny model's text is
 // random, so the tests check shapes, determinism under a fixed seed and counters; tool-call
 // shapes use the forced-output test hook (server_options::test_hooks).
+#include "server/server.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -18,7 +20,6 @@
 
 #include "magnetar/engine.h"
 #include "server/prompt.h"
-#include "server/server.h"
 #include "server/syntax_tracker.h"
 #include "support/default_engine.h"
 #include "tokenizer/tokenizer.h"
@@ -28,7 +29,9 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-const Engine* shared_engine() { return test::default_engine(); }
+const Engine* shared_engine() {
+    return test::default_engine();
+}
 
 server_options test_options() {
     server_options o;
@@ -52,8 +55,8 @@ server& shared_server() {
     return *s;
 }
 
-#define REQUIRE_MODEL()                                                     \
-    do {                                                                    \
+#define REQUIRE_MODEL()                                                            \
+    do {                                                                           \
         if (!shared_engine()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing"; \
     } while (0)
 
@@ -70,7 +73,8 @@ json post_json(int port, const std::string& path, const json& body, int* status,
     const auto t0 = std::chrono::steady_clock::now();
     auto r = c.Post(path, headers, body.dump(), "application/json");
     if (!r) {
-        std::fprintf(stderr, "request failed: %s after %.3f s\n", httplib::to_string(r.error()).c_str(),
+        std::fprintf(stderr, "request failed: %s after %.3f s\n",
+                     httplib::to_string(r.error()).c_str(),
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         *status = -1;
         return json();
@@ -108,9 +112,12 @@ std::vector<sse_event> parse_sse(const std::string& body, int* comments = nullpt
             if (le == std::string::npos) le = block.size();
             const std::string line = block.substr(lp, le - lp);
             lp = le + 1;
-            if (line.rfind("event: ", 0) == 0) e.event = line.substr(7), any = true;
-            else if (line.rfind("data: ", 0) == 0) e.data = line.substr(6), any = true;
-            else if (!line.empty() && line[0] == ':' && comments) ++*comments;
+            if (line.rfind("event: ", 0) == 0)
+                e.event = line.substr(7), any = true;
+            else if (line.rfind("data: ", 0) == 0)
+                e.data = line.substr(6), any = true;
+            else if (!line.empty() && line[0] == ':' && comments)
+                ++*comments;
         }
         if (any) out.push_back(e);
     }
@@ -147,15 +154,15 @@ const char* kToolDsml =
     "</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
 
 json weather_tools() {
-    return json::array({json{
-        {"type", "function"},
-        {"function",
-         {{"name", "get_weather"},
-          {"description", "Weather of a city"},
-          {"parameters",
-           {{"type", "object"},
-            {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}},
-            {"required", json::array({"city"})}}}}}}});
+    return json::array(
+        {json{{"type", "function"},
+              {"function",
+               {{"name", "get_weather"},
+                {"description", "Weather of a city"},
+                {"parameters",
+                 {{"type", "object"},
+                  {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}},
+                  {"required", json::array({"city"})}}}}}}});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -321,8 +328,8 @@ TEST(Server, SecondTurnEvaluatesOnlyTheSuffix) {
     const json a = post_json(port, "/v1/chat/completions", body, &st);
     ASSERT_EQ(st, 200);
     const int p1 = a["usage"]["prompt_tokens"];
-    body["messages"].push_back(json{{"role", "assistant"},
-                                    {"content", a["choices"][0]["message"]["content"]}});
+    body["messages"].push_back(
+        json{{"role", "assistant"}, {"content", a["choices"][0]["message"]["content"]}});
     body["messages"].push_back(json{{"role", "user"}, {"content", "And the mountains?"}});
     const json b = post_json(port, "/v1/chat/completions", body, &st);
     ASSERT_EQ(st, 200);
@@ -553,14 +560,14 @@ TEST(Server, AnthropicMessagesAndCountTokens) {
 // ---------------------------------------------------------------------------------------------
 
 json responses_tools() {
-    return json::array({json{
-        {"type", "function"},
-        {"name", "get_weather"},
-        {"description", "Weather of a city"},
-        {"parameters",
-         {{"type", "object"},
-          {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}},
-          {"required", json::array({"city"})}}}}});
+    return json::array(
+        {json{{"type", "function"},
+              {"name", "get_weather"},
+              {"description", "Weather of a city"},
+              {"parameters",
+               {{"type", "object"},
+                {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}},
+                {"required", json::array({"city"})}}}}});
 }
 
 json responses_body(const json& input, int max_tokens = 4) {
@@ -677,15 +684,21 @@ TEST(Server, ResponsesStreamingEventOrder) {
             text += e["delta"].get<std::string>();
         }
     }
-    const std::vector<std::string> expected = {
-        "response.created", "response.in_progress",
-        "response.output_item.added", "response.reasoning_summary_part.added",
-        "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
-        "response.reasoning_summary_part.done", "response.output_item.done",
-        "response.output_item.added", "response.content_part.added",
-        "response.output_text.delta", "response.output_text.done",
-        "response.content_part.done", "response.output_item.done",
-        "response.completed"};
+    const std::vector<std::string> expected = {"response.created",
+                                               "response.in_progress",
+                                               "response.output_item.added",
+                                               "response.reasoning_summary_part.added",
+                                               "response.reasoning_summary_text.delta",
+                                               "response.reasoning_summary_text.done",
+                                               "response.reasoning_summary_part.done",
+                                               "response.output_item.done",
+                                               "response.output_item.added",
+                                               "response.content_part.added",
+                                               "response.output_text.delta",
+                                               "response.output_text.done",
+                                               "response.content_part.done",
+                                               "response.output_item.done",
+                                               "response.completed"};
     EXPECT_EQ(types, expected);
     EXPECT_EQ(reasoning, "ponder more");
     EXPECT_EQ(text, "Hello there.");
@@ -741,8 +754,8 @@ TEST(Server, ResponsesFunctionCallsAndOutputRoundTrip) {
     next["max_output_tokens"] = 2;
     next["input"] = json::array({json{{"role", "user"}, {"content", "Weather in Paris?"}}});
     for (const auto& item : a["output"]) next["input"].push_back(item);
-    next["input"].push_back(json{
-        {"type", "function_call_output"}, {"call_id", fc["call_id"]}, {"output", "sunny"}});
+    next["input"].push_back(
+        json{{"type", "function_call_output"}, {"call_id", fc["call_id"]}, {"output", "sunny"}});
     const json b = post_json(port, "/v1/responses", next, &st);
     ASSERT_EQ(st, 200) << b.dump();
     EXPECT_GE(b["usage"]["input_tokens_details"]["cached_tokens"].get<int>(), p1 + c1);
@@ -877,7 +890,8 @@ TEST(Server, ResponsesValidationErrors) {
         {"input", json::array({json{{"type", "bogus"}}})},
         {"input", json::parse(R"([{"role":"user","content":[{"type":"input_image"}]}])")},
         {"input", json::array({json{{"role", "wizard"}, {"content", "x"}}})},
-        {"input", json::parse(R"([{"type":"function_call_output","call_id":"call_x","output":"y"}])")},
+        {"input",
+         json::parse(R"([{"type":"function_call_output","call_id":"call_x","output":"y"}])")},
         {"input", json::parse(R"([{"role":"user","content":"x","status":"in_progress"}])")},
         {"tool_choice", "required"},
         {"tool_choice", json{{"type", "function"}, {"name", "f"}}},
@@ -951,11 +965,11 @@ TEST(Server, ValidationErrors) {
     const json ov = post_json(port, "/v1/chat/completions", chat_body(words), &st);
     EXPECT_EQ(st, 400);
     EXPECT_EQ(ov["error"]["code"], "context_length_exceeded");
-    const json ova = post_json(
-        port, "/v1/messages",
-        json{{"max_tokens", 4},
-             {"messages", json::array({json{{"role", "user"}, {"content", words}}})}},
-        &st);
+    const json ova =
+        post_json(port, "/v1/messages",
+                  json{{"max_tokens", 4},
+                       {"messages", json::array({json{{"role", "user"}, {"content", words}}})}},
+                  &st);
     EXPECT_EQ(st, 400);
     EXPECT_EQ(ova["type"], "error");
     EXPECT_EQ(ova["error"]["n_ctx"], 1024);
@@ -1004,9 +1018,10 @@ TEST(Server, ClientDisconnectCancelsGeneration) {
     json body = chat_body("Talk for a long time.", 400);
     body["stream"] = true;
     const std::string payload = body.dump();
-    const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                                "Content-Type: application/json\r\nContent-Length: " +
-                                std::to_string(payload.size()) + "\r\n\r\n" + payload;
+    const std::string request =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+        std::to_string(payload.size()) + "\r\n\r\n" + payload;
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -1084,9 +1099,9 @@ TEST(Server, ApiKeyCorsAndFullQueue) {
     for (int i = 0; i < 6; ++i) {
         threads.emplace_back([&, i] {
             auto cl = client(port);
-            auto r = cl.Post("/v1/chat/completions", {{"x-api-key", "sekret"}},
-                             chat_body("burst " + std::to_string(i), 24).dump(),
-                             "application/json");
+            auto r =
+                cl.Post("/v1/chat/completions", {{"x-api-key", "sekret"}},
+                        chat_body("burst " + std::to_string(i), 24).dump(), "application/json");
             if (!r) return;
             if (r->status == 503) {
                 EXPECT_FALSE(r->get_header_value("Retry-After").empty());

@@ -84,14 +84,22 @@ std::vector<api_case> api_cases() {
         {"/v1/chat/completions",
          {{"messages", user}, {"max_tokens", 4}, {"thinking", false}, {"temperature", 0}}},
         {"/v1/completions",
-         {{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"thinking", false},
+         {{"prompt", "Once upon a time"},
+          {"max_tokens", 4},
+          {"thinking", false},
           {"temperature", 0}}},
         {"/v1/messages",
-         {{"model", "m"}, {"messages", user}, {"max_tokens", 4},
-          {"thinking", {{"type", "disabled"}}}, {"temperature", 0}}},
+         {{"model", "m"},
+          {"messages", user},
+          {"max_tokens", 4},
+          {"thinking", {{"type", "disabled"}}},
+          {"temperature", 0}}},
         {"/v1/responses",
-         {{"model", "m"}, {"input", user}, {"max_output_tokens", 4},
-          {"reasoning", {{"effort", "none"}}}, {"temperature", 0}}},
+         {{"model", "m"},
+          {"input", user},
+          {"max_output_tokens", 4},
+          {"reasoning", {{"effort", "none"}}},
+          {"temperature", 0}}},
     };
 }
 
@@ -158,9 +166,8 @@ void until(std::vector<std::thread>& pool, int n, raw_http::clock_type::time_poi
 
 TEST(ServerSoak, HostileAndHonestClientsTogether) {
     MAGNETAR_REQUIRE_DEFAULT_MODEL();
-    const std::string dir = (fs::temp_directory_path() /
-                             ("magnetar-soak-" + std::to_string(::getpid())))
-                                .string();
+    const std::string dir =
+        (fs::temp_directory_path() / ("magnetar-soak-" + std::to_string(::getpid()))).string();
     fs::remove_all(dir);
 
     // Reference answers, each computed alone on a fresh server without a cache.
@@ -286,8 +293,9 @@ TEST(ServerSoak, HostileAndHonestClientsTogether) {
             case 3: {  // a chunked body over the limit
                 const int fd = connect_from(port);
                 if (fd < 0) return;
-                send_str(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                             "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n");
+                send_str(fd,
+                         "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                         "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n");
                 const std::string chunk = "10000\r\n" + std::string(0x10000, ' ') + "\r\n";
                 for (int k = 0; k < 40; ++k)
                     if (!send_str(fd, chunk)) break;
@@ -324,11 +332,11 @@ TEST(ServerSoak, HostileAndHonestClientsTogether) {
     });
     for (auto& th : pool) th.join();
 
-    std::printf("soak: %.0f s: %d honest, %d malformed, %d slow, %d half-closed, %d dropped, "
-                "%d floods, %d forged, %d health (worst %.3f s)\n",
-                kSoakSeconds, t.good.load(), t.malformed.load(), t.slow.load(),
-                t.half_closed.load(), t.dropped.load(), t.floods.load(), t.forged.load(),
-                t.health.load(), t.worst_health);
+    std::printf(
+        "soak: %.0f s: %d honest, %d malformed, %d slow, %d half-closed, %d dropped, "
+        "%d floods, %d forged, %d health (worst %.3f s)\n",
+        kSoakSeconds, t.good.load(), t.malformed.load(), t.slow.load(), t.half_closed.load(),
+        t.dropped.load(), t.floods.load(), t.forged.load(), t.health.load(), t.worst_health);
     for (const std::string& e : t.errors) ADD_FAILURE() << e;
     EXPECT_LT(t.worst_health, kHealthLimitSeconds);
     EXPECT_GT(t.good.load(), 0);
@@ -338,9 +346,9 @@ TEST(ServerSoak, HostileAndHonestClientsTogether) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle connections close
     const std::string probe = exchange(port, request("POST", cases[0].path, probe_body), 60);
     ASSERT_EQ(status_of(probe), 200) << probe;
-    EXPECT_EQ(text_of(cases[0].path, json::parse(probe.substr(probe.find("\r\n\r\n") + 4))),
-              text_of(cases[0].path,
-                      json::parse(fresh_probe.substr(fresh_probe.find("\r\n\r\n") + 4))));
+    EXPECT_EQ(
+        text_of(cases[0].path, json::parse(probe.substr(probe.find("\r\n\r\n") + 4))),
+        text_of(cases[0].path, json::parse(fresh_probe.substr(fresh_probe.find("\r\n\r\n") + 4))));
     ::malloc_trim(0);
     const size_t rss1 = rss_bytes();
     const int fds1 = open_fds();

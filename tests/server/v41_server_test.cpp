@@ -25,8 +25,12 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-const std::string& v41_model() { return test::tiny_v41_model(); }
-const Engine* v41_engine() { return test::tiny_v41_engine(); }
+const std::string& v41_model() {
+    return test::tiny_v41_model();
+}
+const Engine* v41_engine() {
+    return test::tiny_v41_engine();
+}
 
 constexpr int64_t kCtx = 1024;
 
@@ -41,11 +45,16 @@ server_options base_options() {
 }
 
 json chat_request(const std::vector<json>& messages, int max_tokens) {
-    return json{{"model", "deepseek-v4-flash"}, {"messages", messages}, {"max_tokens", max_tokens},
-                {"thinking", false},            {"temperature", 0}};
+    return json{{"model", "deepseek-v4-flash"},
+                {"messages", messages},
+                {"max_tokens", max_tokens},
+                {"thinking", false},
+                {"temperature", 0}};
 }
 
-json user(const std::string& text) { return json{{"role", "user"}, {"content", text}}; }
+json user(const std::string& text) {
+    return json{{"role", "user"}, {"content", text}};
+}
 
 httplib::Result post(int port, const json& body) {
     httplib::Client c("127.0.0.1", port);
@@ -65,9 +74,9 @@ json post_json(int port, const json& body) {
 // `magnetar run` with the server's rendering of one user turn (no system prompt, thinking off).
 std::string cli_greedy(const std::string& prompt, int n) {
     std::string out;
-    const std::string cmd = "(" + test::magnetar_bin() + " run -m '" + v41_model() + "' -t 2 -p '" + prompt +
-                            "' -sys '' --nothink --temp 0 -n " + std::to_string(n) + " -c " +
-                            std::to_string(kCtx) + " 2>/dev/null)";
+    const std::string cmd = "(" + test::magnetar_bin() + " run -m '" + v41_model() + "' -t 2 -p '" +
+                            prompt + "' -sys '' --nothink --temp 0 -n " + std::to_string(n) +
+                            " -c " + std::to_string(kCtx) + " 2>/dev/null)";
     EXPECT_EQ(test::run_command(cmd, &out), 0) << out;
     if (!out.empty() && out.back() == '\n') out.pop_back();
     return out;
@@ -129,9 +138,11 @@ TEST(V41Server, SecondTurnReusesTheSession) {
     const json a = post_json(srv.port(), chat_request({first}, 6));
     const int p1 = a["usage"]["prompt_tokens"];
     const json b = post_json(
-        srv.port(), chat_request({first, json{{"role", "assistant"}, {"content", a["choices"][0]["message"]["content"]}},
-                                  user("And the mountains?")},
-                                 6));
+        srv.port(),
+        chat_request(
+            {first, json{{"role", "assistant"}, {"content", a["choices"][0]["message"]["content"]}},
+             user("And the mountains?")},
+            6));
     const int cached = b["usage"]["prompt_tokens_details"]["cached_tokens"];
     const int p2 = b["usage"]["prompt_tokens"];
     EXPECT_GE(cached, p1) << "first prompt " << p1 << ", second " << p2;
@@ -142,7 +153,9 @@ TEST(V41Server, SecondTurnReusesTheSession) {
 struct temp_dir {
     std::string path;
     explicit temp_dir(const std::string& tag) {
-        path = (fs::temp_directory_path() / ("magnetar-v41-srv-" + std::to_string(::getpid()) + "-" + tag)).string();
+        path = (fs::temp_directory_path() /
+                ("magnetar-v41-srv-" + std::to_string(::getpid()) + "-" + tag))
+                   .string();
         fs::remove_all(path);
     }
     ~temp_dir() { fs::remove_all(path); }
@@ -183,7 +196,8 @@ TEST(V41Server, DiskCacheRestoresAConversationAfterARestart) {
     EXPECT_GE(files, 1u);
 
     const json extended = chat_request(
-        {first, json{{"role", "assistant"}, {"content", answer1["choices"][0]["message"]["content"]}},
+        {first,
+         json{{"role", "assistant"}, {"content", answer1["choices"][0]["message"]["content"]}},
          user("And the next record?")},
         4);
     // Reference: the same two requests on one server without the disk cache, so the first
@@ -195,8 +209,9 @@ TEST(V41Server, DiskCacheRestoresAConversationAfterARestart) {
         o.disk.dir.clear();
         server srv(*v41_engine(), o);
         ASSERT_TRUE(srv.start());
-        EXPECT_EQ(post_json(srv.port(), chat_request({first}, 4))["choices"][0]["message"]["content"],
-                  answer1["choices"][0]["message"]["content"]);
+        EXPECT_EQ(
+            post_json(srv.port(), chat_request({first}, 4))["choices"][0]["message"]["content"],
+            answer1["choices"][0]["message"]["content"]);
         live = post_json(srv.port(), extended);
         srv.stop();
     }

@@ -24,8 +24,8 @@ inline const Engine* default_engine() {
 
 }  // namespace magnetar::test
 
-#define MAGNETAR_REQUIRE_DEFAULT_MODEL()                                               \
-    do {                                                                               \
-        if (!::magnetar::test::default_engine())                                       \
-            GTEST_SKIP() << "models/magnetar-tiny.gguf missing (scripts/setup.sh)";    \
+#define MAGNETAR_REQUIRE_DEFAULT_MODEL()                                            \
+    do {                                                                            \
+        if (!::magnetar::test::default_engine())                                    \
+            GTEST_SKIP() << "models/magnetar-tiny.gguf missing (scripts/setup.sh)"; \
     } while (0)

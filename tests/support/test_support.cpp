@@ -1,13 +1,14 @@
 #include "support/test_support.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace magnetar::test {
 
@@ -18,7 +19,9 @@ std::string shared_dir() {
     return MAGNETAR_SHARED_DIR;
 }
 
-std::string magnetar_bin() { return std::string(MAGNETAR_BIN_DIR) + "/magnetar"; }
+std::string magnetar_bin() {
+    return std::string(MAGNETAR_BIN_DIR) + "/magnetar";
+}
 
 namespace {
 struct TempRoot {
@@ -46,7 +49,8 @@ std::string temp_dir() {
 std::vector<uint8_t> read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw std::runtime_error("cannot read test fixture: " + path);
-    return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
+                                std::istreambuf_iterator<char>());
 }
 
 std::vector<float> read_f32(const std::string& path) {
@@ -59,7 +63,8 @@ std::vector<float> read_f32(const std::string& path) {
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
     std::ofstream f(path, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
     if (!f) throw std::runtime_error("cannot write " + path);
 }
 

@@ -9,9 +9,12 @@
 
 namespace magnetar::test {
 
-std::string deepseek_tokenizer_json() { return genmodel::find_tokenizer_json(); }
+std::string deepseek_tokenizer_json() {
+    return genmodel::find_tokenizer_json();
+}
 
-const std::string& tiny_model_with_tokenizer(const std::string& preset, const std::string& weights) {
+const std::string& tiny_model_with_tokenizer(const std::string& preset,
+                                             const std::string& weights) {
     static std::mutex mu;
     static std::map<std::string, std::string> paths;
     std::lock_guard<std::mutex> lock(mu);

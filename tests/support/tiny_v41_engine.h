@@ -33,8 +33,8 @@ inline const Engine* tiny_v41_engine() {
 }  // namespace magnetar::test
 
 // Skips the test when the tokenized V4.1 model cannot be made.
-#define MAGNETAR_REQUIRE_V41_MODEL()                                                          \
-    do {                                                                                      \
-        if (!::magnetar::test::tiny_v41_engine())                                             \
-            GTEST_SKIP() << "tokenizer.json missing (scripts/setup.sh)";                      \
+#define MAGNETAR_REQUIRE_V41_MODEL()                                     \
+    do {                                                                 \
+        if (!::magnetar::test::tiny_v41_engine())                        \
+            GTEST_SKIP() << "tokenizer.json missing (scripts/setup.sh)"; \
     } while (0)

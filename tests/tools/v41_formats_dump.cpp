@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "model/engram_hash.h"
 #include "backend/rope41.h"
+#include "model/engram_hash.h"
 #include "quant/fp8fp4.h"
 
 namespace {
@@ -57,14 +57,16 @@ struct writer {
     }
     template <typename T>
     void put(const std::vector<T>& v) {
-        f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+        f.write(reinterpret_cast<const char*>(v.data()),
+                static_cast<std::streamsize>(v.size() * sizeof(T)));
     }
 };
 
 int run_formats(const char* in, const char* out) {
     const auto x = read_array<float>(in);
     const int64_t n = static_cast<int64_t>(x.size());
-    if (n == 0 || n % 512 != 0) throw std::runtime_error("formats: count must be a multiple of 512");
+    if (n == 0 || n % 512 != 0)
+        throw std::runtime_error("formats: count must be a multiple of 512");
     writer w(out);
     std::vector<float> q(x.size());
     std::vector<uint8_t> codes(x.size()), sc32(x.size() / 32), sc16(x.size() / 16);
@@ -75,13 +77,16 @@ int run_formats(const char* in, const char* out) {
     quant::qdq_mxfp4_block32(x.data(), q.data(), n, codes.data(), sc32.data());
     w.put(q), w.put(codes), w.put(sc32);
     std::vector<uint8_t> rows(static_cast<size_t>(n / 512 * 528));
-    for (int64_t r = 0; r < n / 512; ++r) quant::quantize_window_row(x.data() + r * 512, 512, rows.data() + r * 528, nullptr);
+    for (int64_t r = 0; r < n / 512; ++r)
+        quant::quantize_window_row(x.data() + r * 512, 512, rows.data() + r * 528, nullptr);
     w.put(rows);
     rows.assign(static_cast<size_t>(n / 512 * 288), 0);
-    for (int64_t r = 0; r < n / 512; ++r) quant::quantize_main_kv_row(x.data() + r * 512, 512, rows.data() + r * 288, nullptr);
+    for (int64_t r = 0; r < n / 512; ++r)
+        quant::quantize_main_kv_row(x.data() + r * 512, 512, rows.data() + r * 288, nullptr);
     w.put(rows);
     rows.assign(static_cast<size_t>(n / 128 * 68), 0);
-    for (int64_t r = 0; r < n / 128; ++r) quant::quantize_index_key_row(x.data() + r * 128, 128, rows.data() + r * 68, nullptr);
+    for (int64_t r = 0; r < n / 128; ++r)
+        quant::quantize_index_key_row(x.data() + r * 128, 128, rows.data() + r * 68, nullptr);
     w.put(rows);
     std::vector<block_mxfp4> blocks(static_cast<size_t>(n / 32));
     quant::quantize_row_mxfp4(x.data(), blocks.data(), n);
@@ -100,7 +105,8 @@ int run_rope(char** a) {
     y.beta_slow = std::stof(a[5]);
     const auto inv = rope41::inv_freq(n_rot, std::stod(a[1]), &y);
     auto x = read_array<float>(a[6]);
-    if (x.size() % static_cast<size_t>(n_rot) != 0) throw std::runtime_error("rope: bad input size");
+    if (x.size() % static_cast<size_t>(n_rot) != 0)
+        throw std::runtime_error("rope: bad input size");
     for (size_t r = 0; r < x.size() / static_cast<size_t>(n_rot); ++r) {
         const int64_t pos = static_cast<int64_t>(r * r * 37);
         rope41::apply(x.data() + r * static_cast<size_t>(n_rot), n_rot, pos, inv.data(), false);
@@ -128,7 +134,8 @@ int run_engram(char** a) {
     const int64_t n_col = static_cast<int64_t>(max_ngram - 1) * n_head;
     std::vector<int64_t> out(hist.size() * static_cast<size_t>(n_layers * n_col));
     engram::hash_positions(layers, max_ngram, n_head, cv, pad, hist.data(), 0,
-                           static_cast<int64_t>(hist.size()), 0, static_cast<int64_t>(hist.size()), out.data());
+                           static_cast<int64_t>(hist.size()), 0, static_cast<int64_t>(hist.size()),
+                           out.data());
     writer w(a[7]);
     for (const auto& L : layers) w.put(L.primes);
     for (const auto& L : layers) w.put(L.offsets);
@@ -144,7 +151,9 @@ int main(int argc, char** argv) {
         if (cmd == "formats" && argc == 4) return run_formats(argv[2], argv[3]);
         if (cmd == "rope" && argc == 10) return run_rope(argv + 2);
         if (cmd == "engram" && argc == 10) return run_engram(argv + 2);
-        std::fprintf(stderr, "usage: v41_formats_dump formats IN OUT | rope ... | engram ... (see the source)\n");
+        std::fprintf(
+            stderr,
+            "usage: v41_formats_dump formats IN OUT | rope ... | engram ... (see the source)\n");
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "v41_formats_dump: %s\n", e.what());

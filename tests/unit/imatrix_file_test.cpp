@@ -22,7 +22,8 @@ imatrix::data sample() {
     for (size_t i = 0; i < 5; ++i) dense.in_sum2[i] = 1.5 * static_cast<double>(i + 1);
     dense.counts = {6};
     imatrix::entry exps = imatrix::entry::zeros(4, 3);
-    for (size_t i = 0; i < 12; ++i) exps.in_sum2[i] = i < 4 || i >= 8 ? static_cast<double>(i) : 0.0;
+    for (size_t i = 0; i < 12; ++i)
+        exps.in_sum2[i] = i < 4 || i >= 8 ? static_cast<double>(i) : 0.0;
     exps.counts = {2, 0, 7};
     d.entries["blk.0.attn_q_a.weight"] = dense;
     d.entries["blk.0.ffn_down_exps.weight"] = exps;
@@ -138,8 +139,8 @@ TEST(ImatrixFile, MeanSquaresOfUnseenMatricesAreOne) {
     const imatrix::data d = sample();
     const std::vector<float> ms = imatrix::mean_squares(d.entries.at("blk.0.ffn_down_exps.weight"));
     ASSERT_EQ(ms.size(), 12u);
-    EXPECT_FLOAT_EQ(ms[1], 0.5f);   // 1 / 2 rows
-    EXPECT_EQ(ms[4], 1.0f);         // expert 1 never routed to
+    EXPECT_FLOAT_EQ(ms[1], 0.5f);  // 1 / 2 rows
+    EXPECT_EQ(ms[4], 1.0f);        // expert 1 never routed to
     EXPECT_FLOAT_EQ(ms[9], 9.0f / 7.0f);
 }
 
@@ -147,7 +148,8 @@ TEST(ImatrixFile, MeanSquaresOfUnseenMatricesAreOne) {
 TEST(ImatrixFile, ReadsLegacyAndMergesItIntoExpertEntries) {
     std::vector<uint8_t> bytes;
     auto put = [&](const void* p, size_t n) {
-        bytes.insert(bytes.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+        bytes.insert(bytes.end(), static_cast<const uint8_t*>(p),
+                     static_cast<const uint8_t*>(p) + n);
     };
     const std::string name = "blk.0.ffn_down_exps.weight";
     const int32_t one = 1, len = static_cast<int32_t>(name.size()), ncall = 4, nval = 12;

@@ -2,6 +2,8 @@
 // on its fixed slice, whether the workers were polling or asleep when the loop was published;
 // loops smaller than the pool leave the extra workers out; nested loops run inline; idle
 // workers go to sleep after their polling time; pools are destroyed cleanly in any state.
+#include "core/thread_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +12,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-
-#include "core/thread_pool.h"
 
 namespace magnetar {
 namespace {
@@ -40,10 +40,17 @@ void exercise(thread_pool& pool, int loops, uint32_t seed) {
             ASSERT_EQ(owner[static_cast<size_t>(i)], t) << "loop " << l << " index " << i;
         }
         switch (rng() % 8) {
-            case 0: std::this_thread::sleep_for(std::chrono::microseconds(50)); break;
-            case 1: std::this_thread::sleep_for(std::chrono::microseconds(400)); break;
-            case 2: std::this_thread::sleep_for(std::chrono::milliseconds(2)); break;
-            default: break;
+            case 0:
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+                break;
+            case 1:
+                std::this_thread::sleep_for(std::chrono::microseconds(400));
+                break;
+            case 2:
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                break;
+            default:
+                break;
         }
     }
 }

@@ -56,8 +56,8 @@ int run(const args& a) {
     std::printf("model: %s (%u layers), threads %d\n", engine->info().name.c_str(),
                 engine->info().n_layer, engine->info().n_threads);
     std::printf("%8s %10s %10s %11s %9s %12s %12s %10s %10s\n", "tokens", "prefill_s",
-                "prefill_tps", "payload_MiB", "save_s", "restore_s", "restore_mem_s",
-                "disk_ratio", "mem_ratio");
+                "prefill_tps", "payload_MiB", "save_s", "restore_s", "restore_mem_s", "disk_ratio",
+                "mem_ratio");
     for (const int64_t n : a.lengths) {
         if (n < 2) throw Error("bench kv: lengths must be at least 2");
         std::vector<int32_t> toks(static_cast<size_t>(n));
@@ -72,7 +72,8 @@ int run(const args& a) {
         std::unique_ptr<Session> s;
         check(engine->create_session(so, &s));
 
-        Progress bar(strfmt("prefill %lld", static_cast<long long>(n)), static_cast<uint64_t>(n), Progress::Unit::tokens);
+        Progress bar(strfmt("prefill %lld", static_cast<long long>(n)), static_cast<uint64_t>(n),
+                     Progress::Unit::tokens);
         eval_options ev;
         ev.progress = [&](int64_t done, int64_t) { bar.update(static_cast<uint64_t>(done)); };
         auto t0 = std::chrono::steady_clock::now();
@@ -109,8 +110,9 @@ int run(const args& a) {
         ::unlink(path.c_str());
     }
     if (own_dir) fs::remove_all(dir);
-    std::printf("restore_s reads the file just written (warm page cache) and loads it into a "
-                "fresh session; ratios are prefill time / restore time.\n");
+    std::printf(
+        "restore_s reads the file just written (warm page cache) and loads it into a "
+        "fresh session; ratios are prefill time / restore time.\n");
     return 0;
 }
 

@@ -116,9 +116,9 @@ struct frontier_row {
     int64_t gen_tokens = 0;
     double gen_s = 0;
     uint64_t kvcache_bytes = 0;
-    double weight_bytes = 0;  // per decoded token, averaged over the probe
-    double kv_bytes = 0;      // per decoded token
-    double prefill_flops = 0; // of the interval's tokens (roofline::prefill_flops)
+    double weight_bytes = 0;   // per decoded token, averaged over the probe
+    double kv_bytes = 0;       // per decoded token
+    double prefill_flops = 0;  // of the interval's tokens (roofline::prefill_flops)
     double prefill_tps() const { return prefill_s > 0 ? prefill_tokens / prefill_s : 0; }
     double gen_tps() const { return gen_s > 0 ? gen_tokens / gen_s : 0; }
     // Weight + KV bytes streamed per second of generation.
@@ -191,13 +191,14 @@ std::vector<int64_t> bench_frontiers(int64_t ctx_start, int64_t ctx_max, int64_t
     if (ctx_start < 1) throw std::runtime_error("--ctx-start must be at least 1");
     if (ctx_max < ctx_start) throw std::runtime_error("--ctx-max must be at least --ctx-start");
     if (!(step_mul >= 1.0)) throw std::runtime_error("--step-mul must be at least 1");
-    if (step_mul == 1.0 && step_incr < 1) throw std::runtime_error("--step-incr must be at least 1");
+    if (step_mul == 1.0 && step_incr < 1)
+        throw std::runtime_error("--step-incr must be at least 1");
     std::vector<int64_t> f;
     for (int64_t c = ctx_start; c <= ctx_max;) {
         f.push_back(c);
-        const int64_t next = step_mul > 1.0
-                                 ? static_cast<int64_t>(std::ceil(static_cast<double>(c) * step_mul))
-                                 : c + step_incr;
+        const int64_t next =
+            step_mul > 1.0 ? static_cast<int64_t>(std::ceil(static_cast<double>(c) * step_mul))
+                           : c + step_incr;
         c = std::max(next, c + 1);
     }
     return f;
@@ -242,7 +243,8 @@ projection_output project(const projection_input& in, uint32_t layers) {
 // ---------------------------------------------------------------------------------------------
 
 void add_model_bench_flags(CLI::App& app, model_bench_args& a) {
-    app.add_option("-m,--model", a.model, "GGUF model (default: $MAGNETAR_MODEL, models/magnetar-tiny.gguf)");
+    app.add_option("-m,--model", a.model,
+                   "GGUF model (default: $MAGNETAR_MODEL, models/magnetar-tiny.gguf)");
     app.add_option("-t,--threads", a.threads, "Threads (default: physical cores)");
     app.add_option("--prompt-file", a.prompt_file, "Text walked as plain-text tokens");
     app.add_option("--chat-prompt-file", a.chat_prompt_file,
@@ -255,7 +257,8 @@ void add_model_bench_flags(CLI::App& app, model_bench_args& a) {
         ->capture_default_str();
     app.add_option("--step-mul", a.step_mul, "Geometric frontier step: next = ceil(cur * F)")
         ->capture_default_str();
-    app.add_option("--ctx-alloc", a.ctx_alloc, "Allocated context (default ctx-max + gen-tokens + 1)");
+    app.add_option("--ctx-alloc", a.ctx_alloc,
+                   "Allocated context (default ctx-max + gen-tokens + 1)");
     app.add_option("-n,--gen-tokens,--tokens", a.gen_tokens, "Greedy tokens per frontier")
         ->capture_default_str();
     app.add_option("--chunk", a.chunk, "Prefill chunk size")->capture_default_str();
@@ -268,8 +271,9 @@ void add_model_bench_flags(CLI::App& app, model_bench_args& a) {
                    "(with --project-base-layers): per-layer cost from the difference");
     app.add_option("--project-base-layers", a.project_base_layers,
                    "Layer count of the --project-base model");
-    app.add_option("--read-mb", a.read_mb,
-                   "Buffer of the streaming-read bandwidth measurement, MiB (default: max(512, 16 x LLC))");
+    app.add_option(
+        "--read-mb", a.read_mb,
+        "Buffer of the streaming-read bandwidth measurement, MiB (default: max(512, 16 x LLC))");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -278,7 +282,8 @@ void add_model_bench_flags(CLI::App& app, model_bench_args& a) {
 
 int run_model_bench(const model_bench_args& a) {
     if (a.prompt_file.empty() == a.chat_prompt_file.empty()) {
-        throw std::runtime_error("give exactly one of --prompt-file FILE and --chat-prompt-file FILE");
+        throw std::runtime_error(
+            "give exactly one of --prompt-file FILE and --chat-prompt-file FILE");
     }
     if (a.gen_tokens < 1) throw std::runtime_error("--gen-tokens must be at least 1");
     if (a.chunk < 1) throw std::runtime_error("--chunk must be at least 1");
@@ -293,10 +298,10 @@ int run_model_bench(const model_bench_args& a) {
     const int64_t last = frontiers.back();
     const int64_t ctx_alloc = a.ctx_alloc > 0 ? a.ctx_alloc : a.ctx_max + a.gen_tokens + 1;
     if (ctx_alloc <= last + a.gen_tokens) {
-        throw std::runtime_error(strfmt("--ctx-alloc %lld must exceed the last frontier plus "
-                                        "--gen-tokens (%lld)",
-                                        static_cast<long long>(ctx_alloc),
-                                        static_cast<long long>(last + a.gen_tokens)));
+        throw std::runtime_error(
+            strfmt("--ctx-alloc %lld must exceed the last frontier plus "
+                   "--gen-tokens (%lld)",
+                   static_cast<long long>(ctx_alloc), static_cast<long long>(last + a.gen_tokens)));
     }
     std::map<int64_t, base_rates> base;
     if (!a.project_base.empty()) base = read_base_csv(a.project_base);
@@ -308,7 +313,8 @@ int run_model_bench(const model_bench_args& a) {
     check(Engine::load(eo, &engine));
     const model_info& info = engine->info();
     if (!info.has_tokenizer) {
-        throw std::runtime_error(eo.model_path + ": the model has no tokenizer, and the walk's "
+        throw std::runtime_error(eo.model_path +
+                                 ": the model has no tokenizer, and the walk's "
                                  "input is text; time a file without one with `bench kv`, `run "
                                  "--tokens` or `eval-logits`");
     }
@@ -325,10 +331,12 @@ int run_model_bench(const model_bench_args& a) {
                  info.n_layer, rl.has_mtp() ? " + MTP" : "", human_bytes(info.weight_bytes).c_str(),
                  info.n_threads);
     const read_bandwidth bw = measure_read_bandwidth(info.n_threads, a.read_mb << 20);
-    std::fprintf(stderr, "bench: streaming read %.2f GB/s (median of %d passes over %s, best %.2f)\n",
+    std::fprintf(stderr,
+                 "bench: streaming read %.2f GB/s (median of %d passes over %s, best %.2f)\n",
                  bw.gbs, bw.passes, human_bytes(bw.bytes).c_str(), bw.best_gbs);
     const dot_throughput dot = measure_dot_throughput(info.n_threads);
-    std::fprintf(stderr, "bench: dot throughput int8 %.1f GOP/s, f32 FMA %.1f GFLOP/s (median of "
+    std::fprintf(stderr,
+                 "bench: dot throughput int8 %.1f GOP/s, f32 FMA %.1f GFLOP/s (median of "
                  "%d passes, %d threads)\n",
                  dot.int8_gops, dot.f32_gflops, dot.passes, dot.threads);
 
@@ -354,8 +362,8 @@ int run_model_bench(const model_bench_args& a) {
                  projecting ? ",proj_prefill_tps,proj_gen_tps" : "");
     std::fflush(out);
 
-    const uint64_t work = static_cast<uint64_t>(last) +
-                          static_cast<uint64_t>(frontiers.size() * a.gen_tokens);
+    const uint64_t work =
+        static_cast<uint64_t>(last) + static_cast<uint64_t>(frontiers.size() * a.gen_tokens);
     Progress progress("bench", work, Progress::Unit::tokens);
     uint64_t gen_done = 0;
 
@@ -384,11 +392,10 @@ int run_model_bench(const model_bench_args& a) {
         // Snapshot (untimed), greedy probe (timed), restore (untimed).
         check(session->save_payload(&snapshot));
         expert_counter experts(n_blocks, info.n_layer);
-        session->set_dump({"blk.*.moe_sel", "mtp.moe_sel"},
-                          [&experts](const std::string& name, int64_t, int64_t n_rows,
-                                     int64_t width, const float* data) {
-                              experts.add(name, n_rows, width, data);
-                          });
+        session->set_dump(
+            {"blk.*.moe_sel", "mtp.moe_sel"},
+            [&experts](const std::string& name, int64_t, int64_t n_rows, int64_t width,
+                       const float* data) { experts.add(name, n_rows, width, data); });
         t0 = clock_type::now();
         for (int64_t i = 0; i < a.gen_tokens; ++i) {
             const int32_t next = best_non_eos(*session, eos);
@@ -428,11 +435,10 @@ int run_model_bench(const model_bench_args& a) {
             double fixed = static_cast<double>(rl.global_bytes());
             if (rl.has_mtp()) {
                 const block_bytes& mb = rl.blocks()[info.n_layer];
-                const double sel =
-                    experts.rows[info.n_layer]
-                        ? static_cast<double>(experts.distinct_sum[info.n_layer]) /
-                              static_cast<double>(experts.rows[info.n_layer])
-                        : 0.0;
+                const double sel = experts.rows[info.n_layer]
+                                       ? static_cast<double>(experts.distinct_sum[info.n_layer]) /
+                                             static_cast<double>(experts.rows[info.n_layer])
+                                       : 0.0;
                 fixed += static_cast<double>(mb.fixed) + static_cast<double>(mb.expert) * sel;
             }
             const double total = r.weight_bytes + r.kv_bytes;
@@ -474,26 +480,27 @@ int run_model_bench(const model_bench_args& a) {
     }
     if (projecting) {
         for (const frontier_row& r : rows) {
-            std::fprintf(stderr,
-                         "bench: projected to %u layers at ctx %lld: prefill %.2f t/s, decode "
-                         "%.2f t/s (%s)\n",
-                         a.project_layers, static_cast<long long>(r.ctx), r.proj.prefill_tps,
-                         r.proj.gen_tps,
-                         r.proj.from_difference
-                             ? strfmt("difference with the %u-layer CSV", a.project_base_layers).c_str()
-                             : strfmt("one model, %u layers", info.n_layer).c_str());
+            std::fprintf(
+                stderr,
+                "bench: projected to %u layers at ctx %lld: prefill %.2f t/s, decode "
+                "%.2f t/s (%s)\n",
+                a.project_layers, static_cast<long long>(r.ctx), r.proj.prefill_tps, r.proj.gen_tps,
+                r.proj.from_difference
+                    ? strfmt("difference with the %u-layer CSV", a.project_base_layers).c_str()
+                    : strfmt("one model, %u layers", info.n_layer).c_str());
         }
     }
 
     if (!a.svg.empty()) {
         std::vector<throughput_point> pts;
-        for (const frontier_row& r : rows) pts.push_back({static_cast<double>(r.ctx), r.prefill_tps(), r.gen_tps()});
+        for (const frontier_row& r : rows)
+            pts.push_back({static_cast<double>(r.ctx), r.prefill_tps(), r.gen_tps()});
         chart_options co;
         co.title = "magnetar bench: " + info.name;
-        co.subtitle = strfmt("%u layers, %d threads, %lld generated tokens per frontier, "
-                             "streaming read %.1f GB/s",
-                             info.n_layer, info.n_threads, static_cast<long long>(a.gen_tokens),
-                             bw.gbs);
+        co.subtitle = strfmt(
+            "%u layers, %d threads, %lld generated tokens per frontier, "
+            "streaming read %.1f GB/s",
+            info.n_layer, info.n_threads, static_cast<long long>(a.gen_tokens), bw.gbs);
         write_file_text(a.svg, throughput_svg(pts, co));
         std::fprintf(stderr, "bench: wrote %s\n", a.svg.c_str());
     }

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,11 +46,11 @@ std::vector<int64_t> bench_frontiers(int64_t ctx_start, int64_t ctx_max, int64_t
 
 // Projection of one measurement to `layers` layers (docs/performance.md, "Projection").
 struct projection_input {
-    uint32_t n_layer = 0;     // layers of the measured model
-    bool mtp = false;         // the measured model runs an MTP block per token
-    double prefill_tps = 0;   // measured
-    double gen_tps = 0;       // measured
-    double fixed_share = 0;   // layer-count-independent share of the decode bytes per token
+    uint32_t n_layer = 0;    // layers of the measured model
+    bool mtp = false;        // the measured model runs an MTP block per token
+    double prefill_tps = 0;  // measured
+    double gen_tps = 0;      // measured
+    double fixed_share = 0;  // layer-count-independent share of the decode bytes per token
     // Optional second measurement at the same frontier on a model with base_layers layers.
     uint32_t base_layers = 0;
     double base_prefill_tps = 0;

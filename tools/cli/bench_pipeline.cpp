@@ -84,10 +84,10 @@ int run(const args& a) {
         best_prefill = std::max(best_prefill, static_cast<double>(a.prompt_tokens) / tp);
         best_decode = std::max(best_decode, static_cast<double>(a.gen_tokens) / td);
     }
-    std::printf("prefill: %lld tokens, %.1f t/s (best of %d; chunks of %lld)\n",
-                static_cast<long long>(a.prompt_tokens), best_prefill, a.reps,
-                static_cast<long long>(info.n_stages > 1 ? std::min(a.chunk, a.engine.chunk)
-                                                           : a.chunk));
+    std::printf(
+        "prefill: %lld tokens, %.1f t/s (best of %d; chunks of %lld)\n",
+        static_cast<long long>(a.prompt_tokens), best_prefill, a.reps,
+        static_cast<long long>(info.n_stages > 1 ? std::min(a.chunk, a.engine.chunk) : a.chunk));
     std::printf("decode: %.2f t/s, %.2f ms/token (greedy, best of %d)\n", best_decode,
                 1000.0 / best_decode, a.reps);
     if (info.n_stages > 1) {
@@ -101,14 +101,15 @@ int run(const args& a) {
         const int hops = info.n_stages;  // N - 1 forward hops and the answer
         const double per_token_rank0 =
             static_cast<double>(decode_bytes) / static_cast<double>(a.gen_tokens);
-        std::printf("per hop: %.3f ms (one token's HC state, %llu bytes, through %d hops and "
-                    "back: %.3f ms)\n",
-                    1000.0 * best / hops, static_cast<unsigned long long>(info.pipeline_hc_bytes),
-                    hops, 1000.0 * best);
-        std::printf("wire per decoded token: %.0f bytes sent by rank 0, about %.0f bytes over "
-                    "the whole chain (%d hops of the HC state + headers, 48-byte answer)\n",
-                    per_token_rank0, per_token_rank0 * (info.n_stages - 1) + 48.0,
-                    info.n_stages - 1);
+        std::printf(
+            "per hop: %.3f ms (one token's HC state, %llu bytes, through %d hops and "
+            "back: %.3f ms)\n",
+            1000.0 * best / hops, static_cast<unsigned long long>(info.pipeline_hc_bytes), hops,
+            1000.0 * best);
+        std::printf(
+            "wire per decoded token: %.0f bytes sent by rank 0, about %.0f bytes over "
+            "the whole chain (%d hops of the HC state + headers, 48-byte answer)\n",
+            per_token_rank0, per_token_rank0 * (info.n_stages - 1) + 48.0, info.n_stages - 1);
     }
     return 0;
 }
@@ -120,8 +121,9 @@ action setup(CLI::App& sub) {
     sub.add_option("-t,--threads", a->threads, "Threads per rank (default: physical cores)");
     sub.add_option("--prompt-tokens", a->prompt_tokens, "Prefill length")->capture_default_str();
     sub.add_option("--gen-tokens", a->gen_tokens, "Greedy decode steps")->capture_default_str();
-    sub.add_option("--chunk", a->chunk, "Prefill chunk (single process; pipelined runs use "
-                                        "--pipeline-chunk when smaller)")
+    sub.add_option("--chunk", a->chunk,
+                   "Prefill chunk (single process; pipelined runs use "
+                   "--pipeline-chunk when smaller)")
         ->capture_default_str();
     sub.add_option("--reps", a->reps, "Repetitions (the best is printed)")->capture_default_str();
     add_pipeline_flags(sub, a->engine);

@@ -15,11 +15,20 @@ std::string xml_escape(const std::string& s) {
     std::string out;
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;
@@ -101,8 +110,10 @@ std::string throughput_svg(const std::vector<throughput_point>& points, const ch
     s += "<title>" + xml_escape(o.title) + "</title>\n";
     s += "<rect x=\"0\" y=\"0\" width=\"" + num(W) + "\" height=\"" + num(H) +
          "\" fill=\"white\"/>\n";
-    s += "<text x=\"" + num(W / 2) + "\" y=\"28\" text-anchor=\"middle\" font-size=\"18\" "
-         "font-weight=\"bold\">" + xml_escape(o.title) + "</text>\n";
+    s += "<text x=\"" + num(W / 2) +
+         "\" y=\"28\" text-anchor=\"middle\" font-size=\"18\" "
+         "font-weight=\"bold\">" +
+         xml_escape(o.title) + "</text>\n";
     if (!o.subtitle.empty()) {
         s += "<text x=\"" + num(W / 2) + "\" y=\"48\" text-anchor=\"middle\" fill=\"#555\">" +
              xml_escape(o.subtitle) + "</text>\n";
@@ -172,10 +183,12 @@ std::string throughput_svg(const std::vector<throughput_point>& points, const ch
         }
         s += "</g>\n";
     };
-    series("series-prefill", kPrefillColor, "",
-           [](const throughput_point& p) { return p.prefill_tps; }, YP);
-    series("series-generation", kGenColor, " stroke-dasharray=\"6 3\"",
-           [](const throughput_point& p) { return p.gen_tps; }, YG);
+    series(
+        "series-prefill", kPrefillColor, "",
+        [](const throughput_point& p) { return p.prefill_tps; }, YP);
+    series(
+        "series-generation", kGenColor, " stroke-dasharray=\"6 3\"",
+        [](const throughput_point& p) { return p.gen_tps; }, YG);
 
     // Legend: one row between the title and the plot, so it never covers a point.
     const double lx = W / 2 - 200, ly = 62;

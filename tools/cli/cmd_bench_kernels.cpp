@@ -48,8 +48,7 @@ struct shape {
 const shape kShapes[] = {
     {2048, 4096, "expert gate/up"}, {4096, 2048, "expert down"}, {4096, 8192, "dense"}};
 // MXFP4 is the V4.1 routed-expert format: its shapes are those experts (D = 5120, F = 2304).
-const shape kShapesV41[] = {{2304, 5120, "V4.1 expert gate/up"},
-                             {5120, 2304, "V4.1 expert down"}};
+const shape kShapesV41[] = {{2304, 5120, "V4.1 expert gate/up"}, {5120, 2304, "V4.1 expert down"}};
 
 std::vector<shape> shapes_for(ggml_type t) {
     if (t == ggml_type::MXFP4) return {std::begin(kShapesV41), std::end(kShapesV41)};
@@ -122,7 +121,7 @@ double read_pass(thread_pool& pool, const uint8_t* data, size_t bytes) {
 }
 
 struct options {
-    std::vector<std::string> types = {"f32",  "f16",  "bf16",    "q8_0",   "q4_K",
+    std::vector<std::string> types = {"f32",  "f16",     "bf16",  "q8_0",   "q4_K",
                                       "q2_K", "iq2_xxs", "mxfp4", "indexer"};
     std::vector<int> threads;
     std::string family = "both";
@@ -276,10 +275,10 @@ void bench_type(const options& o, ggml_type t, simd::isa_level level, size_t set
                                                  std::min<int64_t>(hot_rows, sh.n_out));
                     const tensor yh = make_tensor(ybuf.data(), ggml_type::F32, w.ne[1], 1);
                     p.run(pool, w, x1, yh, act.data());
-                    const double hot_gws =
-                        static_cast<double>(w.ne[0] * w.ne[1]) / 1e9 *
-                        calls_per_cpu_second(std::max(3, o.rounds),
-                                             [&] { p.run(pool, w, x1, yh, act.data()); });
+                    const double hot_gws = static_cast<double>(w.ne[0] * w.ne[1]) / 1e9 *
+                                           calls_per_cpu_second(std::max(3, o.rounds), [&] {
+                                               p.run(pool, w, x1, yh, act.data());
+                                           });
                     note += strfmt(", hot %.2f Gweights/cpu-s", hot_gws);
                     out.push_back({fam, tname, shape_name, "hot", 1, 0.0,
                                    hot_gws * static_cast<double>(rb) / static_cast<double>(sh.n_in),
@@ -366,9 +365,8 @@ int run_bench(const options& o_in) {
         bench_type(o, *t, level, set_bytes, bw_buf.get(), rows);
     }
 
-    std::printf("%-6s %-8s %-10s %-10s %4s %9s %11s %9s %9s %5s %9s\n", "family", "type",
-                "shape", "mode", "thr", "ms", "weight GB/s", "read GB/s", "ratio", "cpu%",
-                "GFLOP/s");
+    std::printf("%-6s %-8s %-10s %-10s %4s %9s %11s %9s %9s %5s %9s\n", "family", "type", "shape",
+                "mode", "thr", "ms", "weight GB/s", "read GB/s", "ratio", "cpu%", "GFLOP/s");
     for (const row& r : rows) {
         std::printf("%-6s %-8s %-10s %-10s %4d %9s %11s %9s %9s %5s %9.1f\n", r.family.c_str(),
                     r.type.c_str(), r.shape.c_str(), r.mode.c_str(), r.threads,
@@ -381,9 +379,10 @@ int run_bench(const options& o_in) {
     // Decode per type and shape: the faster family, 1 thread and all threads, against the
     // acceptance ratio (kernel weight GB/s over the streaming read of the same round).
     constexpr double kTargetRatio = 0.85;
-    std::printf("\ndecode summary: ratio = weight GB/s / streaming-read GB/s (same threads, same "
-                "rounds); target >= %.2f\n",
-                kTargetRatio);
+    std::printf(
+        "\ndecode summary: ratio = weight GB/s / streaming-read GB/s (same threads, same "
+        "rounds); target >= %.2f\n",
+        kTargetRatio);
     std::printf("%-8s %-10s %4s %-6s %11s %9s %9s %5s %s\n", "type", "shape", "thr", "family",
                 "weight GB/s", "read GB/s", "ratio", "cpu%", "target");
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -407,8 +406,9 @@ int run_bench(const options& o_in) {
     if (!o.csv.empty()) {
         FILE* f = std::fopen(o.csv.c_str(), "w");
         if (!f) throw Error("bench kernels: cannot write " + o.csv);
-        std::fprintf(f,
-                     "family,type,shape,mode,threads,ms,weight_gbs,read_gbs,ratio,cpu_share,gflops,level\n");
+        std::fprintf(
+            f,
+            "family,type,shape,mode,threads,ms,weight_gbs,read_gbs,ratio,cpu_share,gflops,level\n");
         for (const row& r : rows) {
             std::fprintf(f, "%s,%s,%s,%s,%d,%.4f,%.3f,%.3f,%.4f,%.3f,%.3f,%s\n", r.family.c_str(),
                          r.type.c_str(), r.shape.c_str(), r.mode.c_str(), r.threads, r.ms, r.gbs,

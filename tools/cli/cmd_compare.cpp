@@ -116,7 +116,8 @@ int run(const args& a) {
     }
     std::vector<std::pair<int, std::string>> order;
     for (const auto& [g, w] : by_layer) {
-        const int key = g.rfind("blk.", 0) == 0 ? std::stoi(g.substr(4)) : (g == "embd" ? -1 : 1 << 20);
+        const int key =
+            g.rfind("blk.", 0) == 0 ? std::stoi(g.substr(4)) : (g == "embd" ? -1 : 1 << 20);
         order.emplace_back(key, g);
     }
     std::sort(order.begin(), order.end());

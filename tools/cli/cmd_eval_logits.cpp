@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/engine_flags.h"
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/engine_flags.h"
 #include "cli/token_file.h"
 #include "magnetar/engine.h"
 

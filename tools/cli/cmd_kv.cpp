@@ -34,7 +34,8 @@ bool is_dir(const std::string& p) {
 // regular file is listed too and reported by kvstore as such, never opened in a way that blocks.
 std::vector<std::string> kv_paths(const std::string& where) {
     if (!is_dir(where)) {
-        if (::access(where.c_str(), R_OK) != 0) throw Error("kv: no such file or directory: " + where);
+        if (::access(where.c_str(), R_OK) != 0)
+            throw Error("kv: no such file or directory: " + where);
         char real[PATH_MAX];
         return {::realpath(where.c_str(), real) ? std::string(real) : where};
     }
@@ -79,16 +80,21 @@ std::string preview(const std::string& s, size_t n) {
     std::string out;
     for (size_t i = 0; i < s.size() && out.size() < n; ++i) {
         const unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c == '\n') out += "\\n";
-        else if (c < 0x20) out += strfmt("\\x%02x", c);
-        else out += static_cast<char>(c);
+        if (c == '\n')
+            out += "\\n";
+        else if (c < 0x20)
+            out += strfmt("\\x%02x", c);
+        else
+            out += static_cast<char>(c);
     }
     while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
     if (!out.empty() && (static_cast<unsigned char>(out.back()) & 0x80)) out.pop_back();
     return out;
 }
 
-std::string mib(uint64_t b) { return strfmt("%.1f MiB", static_cast<double>(b) / (1 << 20)); }
+std::string mib(uint64_t b) {
+    return strfmt("%.1f MiB", static_cast<double>(b) / (1 << 20));
+}
 
 int cmd_ls(const std::string& dir, const std::string& model) {
     uint64_t total = 0;
@@ -101,12 +107,14 @@ int cmd_ls(const std::string& dir, const std::string& model) {
         kvstore::file_info fi;
         const status st = kvstore::inspect_file(p, &fi);
         if (!st.ok()) {
-            std::printf("%-12s INVALID: %s\n", p.substr(p.size() - 43, 12).c_str(), st.message().c_str());
+            std::printf("%-12s INVALID: %s\n", p.substr(p.size() - 43, 12).c_str(),
+                        st.message().c_str());
             ++bad;
             continue;
         }
         std::string text;
-        if (const status kt = kvstore::read_key_text(p, &text); !kt.ok()) text = "(" + kt.message() + ")";
+        if (const status kt = kvstore::read_key_text(p, &text); !kt.ok())
+            text = "(" + kt.message() + ")";
         total += fi.file_size;
         std::string fp = strfmt("%016llx", static_cast<unsigned long long>(fi.fingerprint));
         if (!model.empty() && fi.fingerprint != id.fingerprint) {
@@ -114,9 +122,10 @@ int cmd_ls(const std::string& dir, const std::string& model) {
             ++foreign;
         }
         std::printf("%-12s %8u %5u %-10s %8u %11s  %-16s  %-16s  %s\n",
-                    fi.name.substr(0, 12).c_str(), fi.header.tokens, fi.header.hits, kvstore::reason_name(fi.header.reason),
-                    fi.header.ctx, mib(fi.file_size).c_str(),
-                    when(fi.header.last_used).c_str(), fp.c_str(), preview(text, 48).c_str());
+                    fi.name.substr(0, 12).c_str(), fi.header.tokens, fi.header.hits,
+                    kvstore::reason_name(fi.header.reason), fi.header.ctx,
+                    mib(fi.file_size).c_str(), when(fi.header.last_used).c_str(), fp.c_str(),
+                    preview(text, 48).c_str());
     }
     std::printf("total: %s\n", mib(total).c_str());
     if (foreign > 0)
@@ -131,7 +140,8 @@ int cmd_show(const std::string& dir, const std::string& what, bool full) {
     status st = kvstore::inspect_file(p, &fi);
     if (!st.ok()) throw Error(st.message());
     std::string text;
-    if (const status kt = kvstore::read_key_text(p, &text); !kt.ok()) text = "(" + kt.message() + ")";
+    if (const status kt = kvstore::read_key_text(p, &text); !kt.ok())
+        text = "(" + kt.message() + ")";
     const kvstore::kv_header& h = fi.header;
     std::printf("file:         %s\n", p.c_str());
     std::printf("version:      %u\n", h.version);
@@ -150,7 +160,8 @@ int cmd_show(const std::string& dir, const std::string& what, bool full) {
     std::printf("file:         %llu bytes\n", static_cast<unsigned long long>(fi.file_size));
     std::printf("model:        %016llx\n", static_cast<unsigned long long>(fi.fingerprint));
     std::printf("key text:     %zu bytes\n", text.size());
-    std::printf("%s\n", full ? text.c_str() : (preview(text, 400) + (text.size() > 400 ? " ..." : "")).c_str());
+    std::printf("%s\n", full ? text.c_str()
+                             : (preview(text, 400) + (text.size() > 400 ? " ..." : "")).c_str());
     return 0;
 }
 
@@ -170,9 +181,8 @@ int cmd_verify(const std::string& where, const std::string& model) {
         status st = kvstore::verify_file(p, &fi);
         if (st.ok() && engine && fi.fingerprint != id.fingerprint) {
             ++foreign;  // intact, but another model's: a store of this model leaves it alone
-            std::printf("other   %s (%u tokens, written for another model: %016llx)\n",
-                        p.c_str(), fi.header.tokens,
-                        static_cast<unsigned long long>(fi.fingerprint));
+            std::printf("other   %s (%u tokens, written for another model: %016llx)\n", p.c_str(),
+                        fi.header.tokens, static_cast<unsigned long long>(fi.fingerprint));
             continue;
         }
         if (st.ok() && engine) {
@@ -239,8 +249,9 @@ action setup(CLI::App& sub) {
     rm->add_option("dir", a->dir, "Cache directory")->required();
     rm->add_option("names", a->names, "SHA-1 names or unique prefixes");
     rm->add_flag("--all", a->all, "Remove every cache file of the directory");
-    sub.footer("Exit status 1 when ls or verify finds an invalid file (a file of another model "
-               "is not invalid).");
+    sub.footer(
+        "Exit status 1 when ls or verify finds an invalid file (a file of another model "
+        "is not invalid).");
     return [a, ls, show, verify, rm]() {
         if (ls->parsed()) return cmd_ls(a->dir, a->model);
         if (show->parsed()) return cmd_show(a->dir, a->name, a->full);

@@ -13,9 +13,9 @@
 #include <string>
 #include <thread>
 
-#include "cli/engine_flags.h"
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/engine_flags.h"
 #include "magnetar/engine.h"
 #include "server/server.h"
 
@@ -52,7 +52,8 @@ void check_flags(args& a) {
     for (const auto& [name, v] : {std::pair{"--header-timeout-s", a.header_timeout_s},
                                   std::pair{"--body-timeout-s", a.body_timeout_s}}) {
         if (!std::isfinite(v) || v < 0.001 || v > 86400) {
-            throw std::runtime_error(std::string(name) + " must be a number of seconds in "
+            throw std::runtime_error(std::string(name) +
+                                     " must be a number of seconds in "
                                      "[0.001, 86400]");
         }
     }
@@ -63,8 +64,9 @@ void check_flags(args& a) {
     const char* env_key = std::getenv("MAGNETAR_API_KEY");
     if (a.srv.api_key.empty() &&
         ((a.api_key_opt && a.api_key_opt->count() > 0) || (env_key && !*env_key))) {
-        throw std::runtime_error("the API key (--api-key / MAGNETAR_API_KEY) is empty; give a "
-                                 "key or leave both unset for no authentication");
+        throw std::runtime_error(
+            "the API key (--api-key / MAGNETAR_API_KEY) is empty; give a "
+            "key or leave both unset for no authentication");
     }
     a.srv.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
     a.srv.header_timeout_ms = static_cast<int>(a.header_timeout_s * 1000);
@@ -118,8 +120,9 @@ int serve(args& a) {
     check_flags(a);
     if (a.srv.host == "localhost") a.srv.host = "127.0.0.1";
     if (a.srv.disk.cold_max_tokens != 0 && a.srv.disk.cold_max_tokens < a.srv.disk.min_tokens)
-        throw std::runtime_error("--kv-cache-cold-max-tokens must be 0 or at least "
-                                 "--kv-cache-min-tokens");
+        throw std::runtime_error(
+            "--kv-cache-cold-max-tokens must be 0 or at least "
+            "--kv-cache-min-tokens");
     engine_options eo;
     eo.model_path = resolve_model_path(a.model);
     eo.n_threads = a.threads;
@@ -222,8 +225,9 @@ action setup(CLI::App& sub) {
     sub.add_flag("--test-hooks", a->srv.test_hooks,
                  "TESTS ONLY: honour the request field x_magnetar_forced_output (the generated "
                  "text is that string)");
-    sub.footer("Endpoints: /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, "
-               "/v1/messages/count_tokens, /v1/models, /health, /metrics. See docs/server.md.");
+    sub.footer(
+        "Endpoints: /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, "
+        "/v1/messages/count_tokens, /v1/models, /health, /metrics. See docs/server.md.");
     return [a]() { return serve(*a); };
 }
 

@@ -13,8 +13,10 @@ std::string resolve_model_path(const std::string& flag) {
     if (const char* e = std::getenv("MAGNETAR_MODEL"); e && *e) return e;
     const std::string found = find_in_ancestors(kDefaultModelRelPath);
     if (!found.empty()) return found;
-    throw Error(std::string("no model given: pass -m FILE, set MAGNETAR_MODEL, or create the default model ") +
-                kDefaultModelRelPath + " with scripts/setup.sh");
+    throw Error(
+        std::string(
+            "no model given: pass -m FILE, set MAGNETAR_MODEL, or create the default model ") +
+        kDefaultModelRelPath + " with scripts/setup.sh");
 }
 
 double median(std::vector<double> v) {

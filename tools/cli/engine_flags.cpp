@@ -23,8 +23,7 @@ void add_pipeline_flags(CLI::App& sub, engine_flags& f) {
         ->capture_default_str();
     sub.add_flag("--wire-f32", f.f32,
                  "Under mpirun: send the HC state between stages as F32 (default BF16)");
-    sub.add_option("--pipeline-chunk", f.chunk,
-                   "Under mpirun: tokens per pipelined prefill chunk")
+    sub.add_option("--pipeline-chunk", f.chunk, "Under mpirun: tokens per pipelined prefill chunk")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
 }
@@ -48,16 +47,18 @@ void apply_engine_flags(const engine_flags& f, engine_options& eo) {
 
 void report_engine(const model_info& info) {
     if (info.backend != "cpu") {
-        std::fprintf(stderr, "magnetar: backend %s: %s, %s of weights copied in %.1f s", info.backend.c_str(),
-                     info.device.c_str(), human_bytes(info.device_weight_bytes).c_str(),
-                     info.weight_upload_seconds);
+        std::fprintf(stderr, "magnetar: backend %s: %s, %s of weights copied in %.1f s",
+                     info.backend.c_str(), info.device.c_str(),
+                     human_bytes(info.device_weight_bytes).c_str(), info.weight_upload_seconds);
         if (info.weight_upload_seconds > 0) {
-            std::fprintf(stderr, " (%.1f GB/s)",
-                         static_cast<double>(info.device_weight_bytes) / info.weight_upload_seconds / 1e9);
+            std::fprintf(
+                stderr, " (%.1f GB/s)",
+                static_cast<double>(info.device_weight_bytes) / info.weight_upload_seconds / 1e9);
         }
         std::fprintf(stderr, "\n");
     }
-    if (info.n_stages > 1) std::fprintf(stderr, "magnetar: pipeline of %s\n", info.pipeline.c_str());
+    if (info.n_stages > 1)
+        std::fprintf(stderr, "magnetar: pipeline of %s\n", info.pipeline.c_str());
 }
 
 }  // namespace magnetar::cli

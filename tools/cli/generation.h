@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "magnetar/engine.h"
 #include "cli/engine_flags.h"
+#include "magnetar/engine.h"
 #include "magnetar/sampler.h"
 #include "magnetar/session.h"
 #include "tokenizer/byte_level.h"

@@ -95,9 +95,9 @@ imatrix_collector::dense_acc& imatrix_collector::dense_of(const std::string& nam
         const int64_t cols = (*ne)[0];
         const bool fits = f.grouped ? cols > 0 && width % cols == 0 : cols == width;
         if (!fits || (n_per_row != 0 && cols != n_per_row)) {
-            throw Error(strfmt("imatrix: tap %s has rows of %lld values but %s takes inputs of %lld",
-                               name.c_str(), static_cast<long long>(width), w.c_str(),
-                               static_cast<long long>(cols)));
+            throw Error(strfmt(
+                "imatrix: tap %s has rows of %lld values but %s takes inputs of %lld", name.c_str(),
+                static_cast<long long>(width), w.c_str(), static_cast<long long>(cols)));
         }
         n_per_row = cols;
         acc.weights.push_back(w);
@@ -114,10 +114,11 @@ imatrix_collector::expert_acc* imatrix_collector::experts_of(const std::string& 
     const auto gate = shape_of_(wp + "ffn_gate_exps.weight");
     if (!gate) return nullptr;
     if (gate->size() != 3 || (*gate)[0] != width) {
-        throw Error(strfmt("imatrix: %sffn_norm has rows of %lld values but %sffn_gate_exps.weight "
-                           "is not [%lld, F, E]",
-                           prefix.c_str(), static_cast<long long>(width), wp.c_str(),
-                           static_cast<long long>(width)));
+        throw Error(
+            strfmt("imatrix: %sffn_norm has rows of %lld values but %sffn_gate_exps.weight "
+                   "is not [%lld, F, E]",
+                   prefix.c_str(), static_cast<long long>(width), wp.c_str(),
+                   static_cast<long long>(width)));
     }
     expert_acc ex;
     ex.prefix = wp;
@@ -150,7 +151,8 @@ void imatrix_collector::rows(const std::string& name, int64_t first_pos, int64_t
     if (acc.weights.empty()) return;
     const auto cols = static_cast<int64_t>(acc.sum2.size());
     for (int64_t t = 0; t < n_rows; ++t) {
-        for (int64_t g = 0; g < width; g += cols) add_squares(acc.sum2.data(), data + t * width + g, cols);
+        for (int64_t g = 0; g < width; g += cols)
+            add_squares(acc.sum2.data(), data + t * width + g, cols);
     }
     acc.count += n_rows * (width / cols);
 }
@@ -195,10 +197,10 @@ void imatrix_collector::down_rows(expert_acc& ex, const std::string& name, int64
         const std::string w = ex.prefix + "ffn_down_exps.weight";
         const auto ne = shape_of_(w);
         if (!ne || ne->size() != 3 || (*ne)[0] * k != width || (*ne)[2] != E) {
-            throw Error(strfmt("imatrix: %s has rows of %lld values (%lld experts each), which do "
-                               "not fit %s",
-                               name.c_str(), static_cast<long long>(width),
-                               static_cast<long long>(k), w.c_str()));
+            throw Error(strfmt(
+                "imatrix: %s has rows of %lld values (%lld experts each), which do "
+                "not fit %s",
+                name.c_str(), static_cast<long long>(width), static_cast<long long>(k), w.c_str()));
         }
         ex.down = imatrix::entry::zeros(width / k, E);
     }

@@ -61,7 +61,8 @@ read_bandwidth measure_read_bandwidth(int threads, uint64_t bytes, int passes) {
             sums[th % 64] += cpu::simd::stream_sum(p + static_cast<size_t>(b) * kSlice,
                                                    static_cast<size_t>(e - b) * kSlice);
         });
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (i > 0 && s > 0) gbs.push_back(static_cast<double>(bytes) / s * 1e-9);
     }
     volatile uint64_t sink = 0;

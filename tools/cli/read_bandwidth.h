@@ -13,9 +13,9 @@
 namespace magnetar::cli {
 
 struct read_bandwidth {
-    double gbs = 0;         // median over passes, 1e9 bytes per second
-    double best_gbs = 0;    // fastest pass
-    uint64_t bytes = 0;     // buffer size
+    double gbs = 0;       // median over passes, 1e9 bytes per second
+    double best_gbs = 0;  // fastest pass
+    uint64_t bytes = 0;   // buffer size
     int passes = 0;
     int threads = 0;
 };

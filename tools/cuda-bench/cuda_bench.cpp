@@ -180,9 +180,10 @@ int run(const args& a) {
         (o.graph_steps ? graph_us : direct_us).push_back(seconds_since(t0) * 1e6);
     }
     const double step_us = median(graph_us.empty() ? direct_us : graph_us);
-    const double layer_us = step_us * static_cast<double>(sb.layers) /
-                            static_cast<double>(sb.total()) / info.n_layer;
-    const double fixed_us = step_us * static_cast<double>(sb.fixed) / static_cast<double>(sb.total());
+    const double layer_us =
+        step_us * static_cast<double>(sb.layers) / static_cast<double>(sb.total()) / info.n_layer;
+    const double fixed_us =
+        step_us * static_cast<double>(sb.fixed) / static_cast<double>(sb.total());
     const double projected = 1e6 / (static_cast<double>(a.full_layers) * layer_us + fixed_us);
     const double hbm_gbs = static_cast<double>(sb.total()) / (step_us * 1e-6) / 1e9;
     const Engine::graph_stats gs = engine->graph_step_stats();

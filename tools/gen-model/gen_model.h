@@ -44,7 +44,7 @@ struct options {
     // V4: empty means find_tokenizer_json(). V4.1 presets write no tokenizer unless this names
     // a tokenizer.json; then the vocabulary becomes DeepSeek's (v41_with_vocab()).
     std::string tokenizer_json;
-    bool quiet = false;          // no progress bar
+    bool quiet = false;  // no progress bar
 };
 
 // Writes the model. Throws magnetar::Error on bad options or I/O errors; on failure no partial

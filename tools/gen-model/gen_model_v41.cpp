@@ -51,7 +51,9 @@ using quant::fast_round_scale;
 const float kR448 = quant::r448();
 const float kR6 = quant::r6();
 
-float bf16_round(float x) { return quant::round_bf16(x); }
+float bf16_round(float x) {
+    return quant::round_bf16(x);
+}
 
 // ---- checkpoint formats ----
 
@@ -61,12 +63,14 @@ ckpt_format format_of(const tensor_spec& s) {
     const std::string& x = s.suffix;
     if (x == "engram_embd.weight") return ckpt_format::engram_rows;
     if (ends_with(x, "_exps.weight")) return ckpt_format::fp4_experts;
-    if (x == "attn_q_a.weight" || x == "attn_q_b.weight" || x == "attn_kv.weight" || x == "attn_output_a.weight" ||
-        x == "attn_output_b.weight" || ends_with(x, "_shexp.weight") || x == "indexer.attn_q_b.weight" ||
+    if (x == "attn_q_a.weight" || x == "attn_q_b.weight" || x == "attn_kv.weight" ||
+        x == "attn_output_a.weight" || x == "attn_output_b.weight" ||
+        ends_with(x, "_shexp.weight") || x == "indexer.attn_q_b.weight" ||
         x == "engram_kv.weight" || x == "dspark_main_proj.weight") {
         return ckpt_format::fp8_tiles;
     }
-    if (x.rfind("hc_", 0) == 0 || x == "attn_sinks.weight" || x == "exp_probs_b.bias" || x == "exp_probs_b_vl.bias") {
+    if (x.rfind("hc_", 0) == 0 || x == "attn_sinks.weight" || x == "exp_probs_b.bias" ||
+        x == "exp_probs_b_vl.bias") {
         return ckpt_format::f32;
     }
     return ckpt_format::bf16;
@@ -127,7 +131,8 @@ drawn draw(const hparams& hp, const tensor_spec& s, uint64_t seed) {
                 float amax = 1e-4f;
                 for (uint32_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[g * 32 + j]));
                 const int E = fast_round_scale(amax, kR448);
-                for (uint32_t j = 0; j < 32; ++j) row[g * 32 + j] = e4m3_encode(std::ldexp(v[g * 32 + j], -E));
+                for (uint32_t j = 0; j < 32; ++j)
+                    row[g * 32 + j] = e4m3_encode(std::ldexp(v[g * 32 + j], -E));
                 row[ed + g] = static_cast<uint8_t>(E + 127);
             }
         }
@@ -160,7 +165,8 @@ drawn draw(const hparams& hp, const tensor_spec& s, uint64_t seed) {
 
     switch (fmt) {
         case ckpt_format::f32:
-        case ckpt_format::engram_rows: break;
+        case ckpt_format::engram_rows:
+            break;
         case ckpt_format::bf16:
             for (auto& v : d.values) v = bf16_round(v);
             break;
@@ -172,7 +178,9 @@ drawn draw(const hparams& hp, const tensor_spec& s, uint64_t seed) {
                     const int64_t c1 = std::min<int64_t>(row_len, c0 + 32);
                     float amax = 1e-4f;
                     for (int64_t r = r0; r < r1; ++r) {
-                        for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(d.values[static_cast<size_t>(r * row_len + c)]));
+                        for (int64_t c = c0; c < c1; ++c)
+                            amax = std::max(
+                                amax, std::fabs(d.values[static_cast<size_t>(r * row_len + c)]));
                     }
                     const int E = fast_round_scale(amax, kR448);
                     for (int64_t r = r0; r < r1; ++r) {
@@ -224,25 +232,29 @@ std::vector<uint8_t> encode(const tensor_spec& s, const drawn& d, ggml_type t) {
         case ggml_type::BF16:
         case ggml_type::F16:
             for (size_t i = 0; i < n; ++i) {
-                const uint16_t h = t == ggml_type::BF16 ? f32_to_bf16(d.values[i]) : f32_to_fp16(d.values[i]);
+                const uint16_t h =
+                    t == ggml_type::BF16 ? f32_to_bf16(d.values[i]) : f32_to_fp16(d.values[i]);
                 std::memcpy(out.data() + 2 * i, &h, 2);
             }
             break;
         case ggml_type::MXFP4: {
-            // The checkpoint's codes and exponent bytes, repacked: qs[j] = code(j) | code(j+16) << 4.
+            // The checkpoint's codes and exponent bytes, repacked: qs[j] = code(j) | code(j+16)
+            // << 4.
             MAGNETAR_ASSERT(d.codes.size() == n, "MXFP4 storage is for FP4 experts");
             auto* b = reinterpret_cast<block_mxfp4*>(out.data());
             for (size_t g = 0; g < n / 32; ++g) {
                 b[g].e = d.scales[g];
                 for (int j = 0; j < 16; ++j) {
-                    b[g].qs[j] = static_cast<uint8_t>(d.codes[g * 32 + static_cast<size_t>(j)] |
-                                                      (d.codes[g * 32 + static_cast<size_t>(j) + 16] << 4));
+                    b[g].qs[j] =
+                        static_cast<uint8_t>(d.codes[g * 32 + static_cast<size_t>(j)] |
+                                             (d.codes[g * 32 + static_cast<size_t>(j) + 16] << 4));
                 }
             }
             break;
         }
         default:
-            quantize_rows(t, d.values.data(), out.data(), static_cast<int64_t>(n) / row_len, row_len, nullptr);
+            quantize_rows(t, d.values.data(), out.data(), static_cast<int64_t>(n) / row_len,
+                          row_len, nullptr);
             break;
     }
     return out;
@@ -256,9 +268,12 @@ ggml_type scheme_type_v41(weight_scheme s, const tensor_spec& spec) {
     if (s == weight_scheme::f32) return ggml_type::F32;
     const bool published = s == weight_scheme::published || s == weight_scheme::published_q4;
     switch (fmt) {
-        case ckpt_format::engram_rows: return ggml_type::I8;
-        case ckpt_format::f32: return ggml_type::F32;
-        case ckpt_format::fp8_tiles: return published ? ggml_type::Q8_0 : ggml_type::BF16;
+        case ckpt_format::engram_rows:
+            return ggml_type::I8;
+        case ckpt_format::f32:
+            return ggml_type::F32;
+        case ckpt_format::fp8_tiles:
+            return published ? ggml_type::Q8_0 : ggml_type::BF16;
         case ckpt_format::fp4_experts:
             if (s == weight_scheme::published_q4) return ggml_type::Q4_K;
             if (s == weight_scheme::published) {
@@ -275,7 +290,9 @@ ggml_type scheme_type_v41(weight_scheme s, const tensor_spec& spec) {
 
 hparams v41_with_vocab(const hparams& base, uint32_t n_vocab) {
     if (!base.is_v41()) throw Error("gen-model: v41_with_vocab needs a V4.1 shape");
-    if (n_vocab < 3) throw Error(strfmt("gen-model: vocabulary size %u is too small (the pad token 2 must exist)", n_vocab));
+    if (n_vocab < 3)
+        throw Error(strfmt(
+            "gen-model: vocabulary size %u is too small (the pad token 2 must exist)", n_vocab));
     hparams hp = base;
     hp.n_vocab = n_vocab;
     engram_hparams& e = hp.v41.engram;
@@ -289,7 +306,8 @@ hparams v41_with_vocab(const hparams& base, uint32_t n_vocab) {
         for (uint64_t& m : e.multipliers) m = 2 * ((m >> 1) % bound) + 1;
     }
     constexpr uint32_t kReleasedNoiseToken = 128799;  // spec v41.md §1.1
-    if (hp.v41.n_dspark > 0 && n_vocab > kReleasedNoiseToken) hp.v41.dspark.noise_token_id = kReleasedNoiseToken;
+    if (hp.v41.n_dspark > 0 && n_vocab > kReleasedNoiseToken)
+        hp.v41.dspark.noise_token_id = kReleasedNoiseToken;
     if (hp.v41.dspark.noise_token_id >= n_vocab) hp.v41.dspark.noise_token_id = n_vocab - 1;
     hp.validate();
     return hp;
@@ -305,7 +323,8 @@ void generate_v41(const options& opts, const hparams& base) {
     vocab v;
     const bool tokenized = !opts.tokenizer_json.empty();
     if (tokenized) v = load_deepseek_vocab(opts.tokenizer_json, kDeepSeekV4VocabSize);
-    const hparams hp = tokenized ? v41_with_vocab(base, static_cast<uint32_t>(v.tokens.size())) : base;
+    const hparams hp =
+        tokenized ? v41_with_vocab(base, static_cast<uint32_t>(v.tokens.size())) : base;
     // The keys first: a preset that cannot be written (no token map) fails before any work.
     gguf::writer w(opts.output);
     write_hparams(w, hp);
@@ -318,9 +337,10 @@ void generate_v41(const options& opts, const hparams& base) {
         uint64_t n = 1;
         for (int64_t d : s.ne) n *= static_cast<uint64_t>(d);
         if (n > (uint64_t{1} << 28)) {
-            throw Error(strfmt("gen-model: tensor '%s' has %llu elements; the V4.1 generator holds one tensor "
-                               "in memory and is meant for small presets",
-                               s.name.c_str(), static_cast<unsigned long long>(n)));
+            throw Error(strfmt(
+                "gen-model: tensor '%s' has %llu elements; the V4.1 generator holds one tensor "
+                "in memory and is meant for small presets",
+                s.name.c_str(), static_cast<unsigned long long>(n)));
         }
         ggml_type t = scheme_type_v41(opts.weights, s);
         // Rows that are not whole blocks of the type: experts fall back to their lossless
@@ -334,9 +354,10 @@ void generate_v41(const options& opts, const hparams& base) {
     }
 
     if (quantized) w.set("general.quantization_version", gguf::value::make_u32(2));
-    w.set("general.generator", gguf::value::make_string(
-        strfmt("magnetar gen-model --preset %s --seed %llu%s", opts.preset.c_str(),
-               static_cast<unsigned long long>(opts.seed), tokenized ? " --tokenizer-json" : "")));
+    w.set("general.generator",
+          gguf::value::make_string(strfmt(
+              "magnetar gen-model --preset %s --seed %llu%s", opts.preset.c_str(),
+              static_cast<unsigned long long>(opts.seed), tokenized ? " --tokenizer-json" : "")));
     for (size_t i = 0; i < specs.size(); ++i) w.add_tensor(specs[i].name, types[i], specs[i].ne);
 
     Progress progress("gen-model " + opts.preset, data_bytes, Progress::Unit::bytes, opts.quiet);

@@ -21,7 +21,10 @@ struct extra_token {
 const extra_token kV4Extra[] = {
     {128821, "<think>"},
     {128822, "</think>"},
-    {128825, "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c"},  // ｜DSML｜
+    {128825,
+     "\xef\xbd\x9c"
+     "DSML"
+     "\xef\xbd\x9c"},  // ｜DSML｜
 };
 
 }  // namespace
@@ -39,7 +42,9 @@ vocab load_deepseek_vocab(const std::string& path, int32_t vocab_size) {
     if (model.value("type", "") != "BPE") throw Error(path + ": model.type is not BPE");
 
     if (vocab_size < 128826) {
-        throw Error(strfmt("vocabulary size %d is too small for the DeepSeek V4 tokenizer (>= 128826)", vocab_size));
+        throw Error(
+            strfmt("vocabulary size %d is too small for the DeepSeek V4 tokenizer (>= 128826)",
+                   vocab_size));
     }
     vocab v;
     v.tokens.assign(static_cast<size_t>(vocab_size), std::string());
@@ -54,7 +59,8 @@ vocab load_deepseek_vocab(const std::string& path, int32_t vocab_size) {
         v.types[static_cast<size_t>(id)] = static_cast<int32_t>(type);
         set[static_cast<size_t>(id)] = true;
     };
-    for (const auto& [text, id] : model.at("vocab").items()) put(id.get<int64_t>(), text, token_type::normal);
+    for (const auto& [text, id] : model.at("vocab").items())
+        put(id.get<int64_t>(), text, token_type::normal);
     for (const auto& at : j.at("added_tokens")) {
         bool special = at.value("special", false);
         put(at.at("id").get<int64_t>(), at.at("content").get<std::string>(),
@@ -62,7 +68,8 @@ vocab load_deepseek_vocab(const std::string& path, int32_t vocab_size) {
     }
     for (const auto& e : kV4Extra) {
         if (set[static_cast<size_t>(e.id)]) {
-            throw Error(strfmt("%s: id %d already used; expected a V3 tokenizer.json", path.c_str(), e.id));
+            throw Error(
+                strfmt("%s: id %d already used; expected a V3 tokenizer.json", path.c_str(), e.id));
         }
         put(e.id, e.text, token_type::user_defined);
     }

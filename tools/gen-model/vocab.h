@@ -20,7 +20,14 @@ class writer;
 namespace magnetar::genmodel {
 
 // llama.cpp token types (tokenizer.ggml.token_type).
-enum class token_type : int32_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
+enum class token_type : int32_t {
+    normal = 1,
+    unknown = 2,
+    control = 3,
+    user_defined = 4,
+    unused = 5,
+    byte = 6
+};
 
 struct vocab {
     std::vector<std::string> tokens;  // id -> token string (byte-level form)

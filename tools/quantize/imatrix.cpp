@@ -60,7 +60,8 @@ data read_legacy(const std::string& path, uint32_t chunk) {
         const int32_t calls = std::max(ncall, 1);
         entry ent = entry::zeros(nval, 1);
         for (int32_t i = 0; i < nval; ++i)
-            ent.in_sum2[static_cast<size_t>(i)] = static_cast<double>(vals[static_cast<size_t>(i)]) * chunk;
+            ent.in_sum2[static_cast<size_t>(i)] =
+                static_cast<double>(vals[static_cast<size_t>(i)]) * chunk;
         ent.counts[0] = static_cast<int64_t>(calls) * chunk;
         out.entries[name] = std::move(ent);
     }
@@ -82,7 +83,8 @@ uint32_t metadata_u32(const gguf::reader& r, const char* key) {
     if (!v || !v->is_integer()) return 0;
     const bool is_signed = v->type == gguf::value_type::i8 || v->type == gguf::value_type::i16 ||
                            v->type == gguf::value_type::i32 || v->type == gguf::value_type::i64;
-    return static_cast<uint32_t>(is_signed ? std::max<int64_t>(v->i, 0) : static_cast<int64_t>(v->u));
+    return static_cast<uint32_t>(is_signed ? std::max<int64_t>(v->i, 0)
+                                           : static_cast<int64_t>(v->u));
 }
 
 data read_gguf(const std::string& path) {
@@ -182,10 +184,11 @@ void write(const data& d, const std::string& path, std::string* warning) {
     }
     w.finish();
     if (warning && biggest > kExactF32) {
-        *warning = strfmt("a count of %lld rows exceeds 2^24 and is rounded in the F32 counts "
-                          "tensor; means stay accurate, but merges of such files are no longer "
-                          "exact",
-                          static_cast<long long>(biggest));
+        *warning = strfmt(
+            "a count of %lld rows exceeds 2^24 and is rounded in the F32 counts "
+            "tensor; means stay accurate, but merges of such files are no longer "
+            "exact",
+            static_cast<long long>(biggest));
     }
 }
 
@@ -198,11 +201,11 @@ void merge(data& into, const data& from) {
         }
         entry& a = it->second;
         if (a.in_sum2.size() != e.in_sum2.size()) {
-            throw Error(strfmt("imatrix merge: %s has %lld x %lld values in one file and %lld x "
-                               "%lld in the other",
-                               name.c_str(), static_cast<long long>(a.n_per_row),
-                               static_cast<long long>(a.n_mat), static_cast<long long>(e.n_per_row),
-                               static_cast<long long>(e.n_mat)));
+            throw Error(strfmt(
+                "imatrix merge: %s has %lld x %lld values in one file and %lld x "
+                "%lld in the other",
+                name.c_str(), static_cast<long long>(a.n_per_row), static_cast<long long>(a.n_mat),
+                static_cast<long long>(e.n_per_row), static_cast<long long>(e.n_mat)));
         }
         std::vector<int64_t> ec = e.counts;
         if (a.n_mat != e.n_mat) {
@@ -214,10 +217,11 @@ void merge(data& into, const data& from) {
                 a.n_mat = e.n_mat;
                 a.n_per_row = e.n_per_row;
             } else {
-                throw Error(strfmt("imatrix merge: %s has %lld matrices in one file and %lld in "
-                                   "the other",
-                                   name.c_str(), static_cast<long long>(a.n_mat),
-                                   static_cast<long long>(e.n_mat)));
+                throw Error(
+                    strfmt("imatrix merge: %s has %lld matrices in one file and %lld in "
+                           "the other",
+                           name.c_str(), static_cast<long long>(a.n_mat),
+                           static_cast<long long>(e.n_mat)));
             }
         }
         for (size_t i = 0; i < a.in_sum2.size(); ++i) a.in_sum2[i] += e.in_sum2[i];

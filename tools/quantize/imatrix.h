@@ -17,10 +17,10 @@ namespace magnetar::imatrix {
 
 // Statistics of one weight (name as in the model, e.g. "blk.3.ffn_down_exps.weight").
 struct entry {
-    int64_t n_per_row = 0;         // input columns (the weight's ne[0])
-    int64_t n_mat = 1;             // matrices: 1, or n_expert for routed-expert tensors
-    std::vector<double> in_sum2;   // [n_mat][n_per_row] sum over input rows of x^2
-    std::vector<int64_t> counts;   // [n_mat] input rows accumulated
+    int64_t n_per_row = 0;        // input columns (the weight's ne[0])
+    int64_t n_mat = 1;            // matrices: 1, or n_expert for routed-expert tensors
+    std::vector<double> in_sum2;  // [n_mat][n_per_row] sum over input rows of x^2
+    std::vector<int64_t> counts;  // [n_mat] input rows accumulated
 
     static entry zeros(int64_t n_per_row, int64_t n_mat);
 };

@@ -190,8 +190,8 @@ std::vector<const float*> importance(const importance_map& im, const plan_entry&
 }
 
 void convert_tensor(const gguf::reader& in, const gguf::tensor_info& t, const plan_entry& e,
-                    const importance_map& im, thread_pool& pool, gguf::writer& w, Progress& progress,
-                    bool quiet) {
+                    const importance_map& im, thread_pool& pool, gguf::writer& w,
+                    Progress& progress, bool quiet) {
     const uint8_t* src = in.tensor_data(t);
     if (e.to == e.from) {
         constexpr uint64_t kChunk = 64ull << 20;

@@ -9,11 +9,15 @@ namespace {
 
 const char* stop_reason(finish_reason f) {
     switch (f) {
-        case finish_reason::stop: return "end_turn";
-        case finish_reason::length: return "max_tokens";
-        case finish_reason::tool_calls: return "tool_use";
+        case finish_reason::stop:
+            return "end_turn";
+        case finish_reason::length:
+            return "max_tokens";
+        case finish_reason::tool_calls:
+            return "tool_use";
         case finish_reason::error:
-        case finish_reason::cancelled: return "end_turn";
+        case finish_reason::cancelled:
+            return "end_turn";
     }
     return "end_turn";
 }
@@ -30,7 +34,8 @@ json usage_json(const gen_usage& u, bool with_output) {
 std::string system_text(const json& v) {
     if (v.is_null()) return {};
     if (v.is_string()) return v.get<std::string>();
-    if (!v.is_array()) throw api_error(400, "invalid JSON request: 'system' must be a string or an array");
+    if (!v.is_array())
+        throw api_error(400, "invalid JSON request: 'system' must be a string or an array");
     std::string out;
     for (const auto& p : v) {
         std::string part;
@@ -100,7 +105,8 @@ std::vector<chat::message> anthropic_messages(const json& body) {
                 const std::string type = b.value("type", std::string());
                 if (type == "text" && b.contains("text") && b["text"].is_string()) {
                     msg.content += b["text"].get<std::string>();
-                } else if (type == "thinking" && b.contains("thinking") && b["thinking"].is_string()) {
+                } else if (type == "thinking" && b.contains("thinking") &&
+                           b["thinking"].is_string()) {
                     msg.reasoning_content += b["thinking"].get<std::string>();
                 } else if (type == "tool_use") {
                     chat::tool_call call;
@@ -148,8 +154,8 @@ chat::tool_list anthropic_tools(const json& body) {
     auto it = body.find("tools");
     if (it == body.end() || it->is_null()) return tools;
     for (const auto& t : *it) tools.push_back(t);
-    if (auto tc = body.find("tool_choice"); tc != body.end() && tc->is_object() &&
-                                            tc->value("type", std::string()) == "none") {
+    if (auto tc = body.find("tool_choice");
+        tc != body.end() && tc->is_object() && tc->value("type", std::string()) == "none") {
         tools.clear();
     }
     return tools;
@@ -217,7 +223,8 @@ class messages_stream : public stream_formatter {
                 break;
             }
             case chat::stream_event_kind::tool_call_arguments:
-                if (open_ == block::tool) send_delta(out, "input_json_delta", "partial_json", e.text);
+                if (open_ == block::tool)
+                    send_delta(out, "input_json_delta", "partial_json", e.text);
                 break;
             case chat::stream_event_kind::tool_call_end:
                 if (open_ == block::tool) close(out);

@@ -21,8 +21,10 @@ chat::think_mode think_mode_of(const context& ctx, const json& body, bool respon
             tr.enabled = it->get<bool>();
         } else if (it->is_object()) {
             const std::string type = it->value("type", std::string());
-            if (type == "enabled") tr.enabled = true;
-            else if (type == "disabled") tr.enabled = false;
+            if (type == "enabled")
+                tr.enabled = true;
+            else if (type == "disabled")
+                tr.enabled = false;
             // Other types ("adaptive", ...) keep the default (thinking on).
         } else {
             throw api_error(400, "invalid JSON request: 'thinking' must be a boolean or an object");
@@ -75,9 +77,19 @@ json model_object(const context& ctx, const std::string& id) {
     tp["max_completion_tokens"] = std::min(ctx.opts.default_max_tokens, ctx.opts.n_ctx);
     tp["is_moderated"] = false;
     m["top_provider"] = tp;
-    m["supported_parameters"] = {"tools", "tool_choice", "max_tokens", "temperature", "top_p",
-                                 "top_k", "min_p", "stop", "seed", "stream", "reasoning_effort",
-                                 "logprobs", "top_logprobs"};
+    m["supported_parameters"] = {"tools",
+                                 "tool_choice",
+                                 "max_tokens",
+                                 "temperature",
+                                 "top_p",
+                                 "top_k",
+                                 "min_p",
+                                 "stop",
+                                 "seed",
+                                 "stream",
+                                 "reasoning_effort",
+                                 "logprobs",
+                                 "top_logprobs"};
     return m;
 }
 
@@ -85,11 +97,15 @@ namespace {
 
 const char* finish_name(finish_reason f) {
     switch (f) {
-        case finish_reason::stop: return "stop";
-        case finish_reason::length: return "length";
-        case finish_reason::tool_calls: return "tool_calls";
+        case finish_reason::stop:
+            return "stop";
+        case finish_reason::length:
+            return "length";
+        case finish_reason::tool_calls:
+            return "tool_calls";
         case finish_reason::error:
-        case finish_reason::cancelled: return "error";
+        case finish_reason::cancelled:
+            return "error";
     }
     return "error";
 }
@@ -268,7 +284,8 @@ class chat_stream : public stream_formatter {
                 break;
             }
             case chat::stream_event_kind::tool_call_end:
-            case chat::stream_event_kind::tool_error: return;
+            case chat::stream_event_kind::tool_error:
+                return;
         }
         chunk(out, d, nullptr);
     }
@@ -412,8 +429,8 @@ void handle_chat_completions(context& ctx, const httplib::Request& req, httplib:
     chat::render_options ro;
     ro.mode = mode;
     ro.n_ctx = static_cast<uint64_t>(ctx.opts.n_ctx);
-    if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object() &&
-                                                rf->value("type", std::string()) != "text") {
+    if (auto rf = body.find("response_format");
+        rf != body.end() && rf->is_object() && rf->value("type", std::string()) != "text") {
         ro.response_format = *rf;
     }
     attach_replay(ctx, messages);

@@ -251,7 +251,7 @@ struct response_meta {
     json instructions;  // string or null
     json tools;         // as sent
     json tool_choice;
-    json reasoning;     // {effort, summary}
+    json reasoning;  // {effort, summary}
     json temperature, top_p, max_output_tokens;
     bool store = true;
     bool summary = false;  // reasoning.summary opted in: reasoning items are shown
@@ -264,8 +264,7 @@ struct response_meta {
 // ---------------------------------------------------------------------------------------------
 
 const char* item_status(finish_reason f) {
-    return f == finish_reason::length || f == finish_reason::error ||
-                   f == finish_reason::cancelled
+    return f == finish_reason::length || f == finish_reason::error || f == finish_reason::cancelled
                ? "incomplete"
                : "completed";
 }
@@ -273,10 +272,13 @@ const char* item_status(finish_reason f) {
 const char* response_status(finish_reason f) {
     switch (f) {
         case finish_reason::stop:
-        case finish_reason::tool_calls: return "completed";
-        case finish_reason::length: return "incomplete";
+        case finish_reason::tool_calls:
+            return "completed";
+        case finish_reason::length:
+            return "incomplete";
         case finish_reason::error:
-        case finish_reason::cancelled: return "failed";
+        case finish_reason::cancelled:
+            return "failed";
     }
     return "failed";
 }
@@ -383,7 +385,9 @@ json function_call_item(const std::string& id, const char* status, const std::st
 }
 
 // Response and item ids: prefix + 24 hex digits from the kernel CSPRNG (random_hex).
-std::string new_id(const char* prefix) { return prefix + random_hex(12); }
+std::string new_id(const char* prefix) {
+    return prefix + random_hex(12);
+}
 
 // The output items of a non-streamed response.
 json output_items(const response_meta& m, const gen_result& g) {
@@ -491,7 +495,8 @@ class responses_stream : public stream_formatter {
                 }
                 return;
             case chat::stream_event_kind::tool_call_end:
-            case chat::stream_event_kind::tool_error: return;
+            case chat::stream_event_kind::tool_error:
+                return;
         }
     }
 
@@ -756,8 +761,10 @@ void handle_responses(context& ctx, const httplib::Request& req, httplib::Respon
     if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
         if (tc->is_string()) {
             const std::string v = tc->get<std::string>();
-            if (v == "none") tools.clear();
-            else if (v != "auto") throw api_error(400, "tool_choice=" + v + " not supported");
+            if (v == "none")
+                tools.clear();
+            else if (v != "auto")
+                throw api_error(400, "tool_choice=" + v + " not supported");
             m.tool_choice = v;
         } else {
             throw api_error(400, "forced tool_choice not supported");
@@ -800,8 +807,8 @@ void handle_responses(context& ctx, const httplib::Request& req, httplib::Respon
     ro.mode = mode;
     ro.n_ctx = static_cast<uint64_t>(ctx.opts.n_ctx);
     if (auto t = body.find("text"); t != body.end() && t->is_object()) {
-        if (auto f = t->find("format"); f != t->end() && f->is_object() &&
-                                        f->value("type", std::string()) != "text") {
+        if (auto f = t->find("format");
+            f != t->end() && f->is_object() && f->value("type", std::string()) != "text") {
             ro.response_format = *f;
         }
     }
@@ -834,8 +841,7 @@ void handle_get_response(context& ctx, const httplib::Request& req, httplib::Res
         e.param = "response_id";
         throw e;
     }
-    res.set_content(obj.dump(-1, ' ', false, json::error_handler_t::replace),
-                    "application/json");
+    res.set_content(obj.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 }  // namespace magnetar::server

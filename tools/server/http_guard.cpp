@@ -45,15 +45,24 @@ thread_local int t_transport_status = 0;
 
 const char* reason_of(int status) {
     switch (status) {
-        case 400: return "Bad Request";
-        case 408: return "Request Timeout";
-        case 413: return "Payload Too Large";
-        case 414: return "URI Too Long";
-        case 429: return "Too Many Requests";
-        case 431: return "Request Header Fields Too Large";
-        case 501: return "Not Implemented";
-        case 505: return "HTTP Version Not Supported";
-        default: return "Error";
+        case 400:
+            return "Bad Request";
+        case 408:
+            return "Request Timeout";
+        case 413:
+            return "Payload Too Large";
+        case 414:
+            return "URI Too Long";
+        case 429:
+            return "Too Many Requests";
+        case 431:
+            return "Request Header Fields Too Large";
+        case 501:
+            return "Not Implemented";
+        case 505:
+            return "HTTP Version Not Supported";
+        default:
+            return "Error";
     }
 }
 
@@ -81,8 +90,8 @@ bool has_token(std::string_view list, std::string_view token) {
 }
 
 int ms_until(clock_type::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - clock_type::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
     return static_cast<int>(std::clamp<int64_t>(left.count(), 0, kPollSliceMs));
 }
 
@@ -137,8 +146,10 @@ class chunk_decoder {
                     break;
                 }
                 case st::ext:
-                    if (c == '\r') st_ = st::size_lf;
-                    else if (++framing_ > kMaxChunkFraming) st_ = st::bad;
+                    if (c == '\r')
+                        st_ = st::size_lf;
+                    else if (++framing_ > kMaxChunkFraming)
+                        st_ = st::bad;
                     ++i;
                     break;
                 case st::size_lf:
@@ -169,8 +180,10 @@ class chunk_decoder {
                     ++i;
                     break;
                 case st::trailer:
-                    if (c == '\r') st_ = st::trailer_lf;
-                    else if (++framing_ > kMaxChunkFraming) st_ = st::bad;
+                    if (c == '\r')
+                        st_ = st::trailer_lf;
+                    else if (++framing_ > kMaxChunkFraming)
+                        st_ = st::bad;
                     ++i;
                     break;
                 case st::trailer_lf:
@@ -182,15 +195,28 @@ class chunk_decoder {
                     ++i;
                     break;
                 case st::done:
-                case st::bad: break;
+                case st::bad:
+                    break;
             }
         }
         return i;
     }
 
   private:
-    enum class st { size, ext, size_lf, data, data_cr, data_lf, trailer_start, trailer,
-                    trailer_lf, last_lf, done, bad };
+    enum class st {
+        size,
+        ext,
+        size_lf,
+        data,
+        data_cr,
+        data_lf,
+        trailer_start,
+        trailer,
+        trailer_lf,
+        last_lf,
+        done,
+        bad
+    };
     static int hex(char c) {
         if (c >= '0' && c <= '9') return c - '0';
         if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -256,8 +282,8 @@ head_error parse_head(std::string_view head, const http_limits& lim, request_hea
             return {431, "more than " + std::to_string(lim.max_header_count) + " header fields"};
         }
         if (field.size() + 2 > kMaxHeaderLine) {
-            return {431, "a header field is longer than " + std::to_string(kMaxHeaderLine) +
-                             " bytes"};
+            return {431,
+                    "a header field is longer than " + std::to_string(kMaxHeaderLine) + " bytes"};
         }
         const size_t colon = field.find(':');
         if (colon == 0 || colon == std::string_view::npos) return {400, "malformed header field"};
@@ -295,8 +321,8 @@ head_error parse_head(std::string_view head, const http_limits& lim, request_hea
         return {400, "both Transfer-Encoding and Content-Length"};
     }
     if (h->has_length && h->length > lim.max_body_bytes) {
-        return {413, "request body too large (limit " + std::to_string(lim.max_body_bytes) +
-                         " bytes)"};
+        return {413,
+                "request body too large (limit " + std::to_string(lim.max_body_bytes) + " bytes)"};
     }
     return {};
 }
@@ -318,8 +344,8 @@ class guard_stream final : public httplib::Stream {
         // Bytes left over from the previous request (pipelining) come first.
         buf_.erase(0, off_);
         off_ = 0;
-        const auto idle_deadline = clock_type::now() +
-                                   std::chrono::milliseconds(lim_.idle_timeout_ms);
+        const auto idle_deadline =
+            clock_type::now() + std::chrono::milliseconds(lim_.idle_timeout_ms);
         clock_type::time_point deadline{};
         bool started = false;
         size_t scanned = 0;  // lines before this offset are complete and checked
@@ -348,13 +374,13 @@ class guard_stream final : public httplib::Stream {
             const size_t first_nl = buf_.find('\n');
             if ((first_nl == std::string::npos ? buf_.size() : first_nl + 1) >
                 lim_.max_request_line) {
-                *err = {414, "request line longer than " +
-                                 std::to_string(lim_.max_request_line) + " bytes"};
+                *err = {414, "request line longer than " + std::to_string(lim_.max_request_line) +
+                                 " bytes"};
                 return head_result::error;
             }
             if (buf_.size() > lim_.max_header_bytes) {
-                *err = {431, "request head larger than " +
-                                 std::to_string(lim_.max_header_bytes) + " bytes"};
+                *err = {431, "request head larger than " + std::to_string(lim_.max_header_bytes) +
+                                 " bytes"};
                 return head_result::error;
             }
             if (svr_ == INVALID_SOCKET) return head_result::closed;
@@ -365,13 +391,15 @@ class guard_stream final : public httplib::Stream {
                                  std::to_string(lim_.header_timeout_ms) + " ms"};
                 return head_result::error;
             }
-            const size_t room = lim_.max_header_bytes + 1 - std::min(buf_.size(),
-                                                                     lim_.max_header_bytes);
+            const size_t room =
+                lim_.max_header_bytes + 1 - std::min(buf_.size(), lim_.max_header_bytes);
             const ssize_t n = recv_some(started ? deadline : idle_deadline,
                                         std::min<size_t>(room, sizeof chunk_));
             if (n < 0) return head_result::closed;
-            if (n > 0) buf_.append(chunk_, static_cast<size_t>(n));
-            else if (n == 0 && eof_) return head_result::closed;
+            if (n > 0)
+                buf_.append(chunk_, static_cast<size_t>(n));
+            else if (n == 0 && eof_)
+                return head_result::closed;
         }
     }
 
@@ -395,9 +423,12 @@ class guard_stream final : public httplib::Stream {
 
     bool body_complete() const {
         switch (body_) {
-            case body_kind::none: return true;
-            case body_kind::length: return body_left_ == 0;
-            case body_kind::chunked: return chunks_.done();
+            case body_kind::none:
+                return true;
+            case body_kind::length:
+                return body_left_ == 0;
+            case body_kind::chunked:
+                return chunks_.done();
         }
         return false;
     }
@@ -407,10 +438,10 @@ class guard_stream final : public httplib::Stream {
 
     // A response of the guard itself (before cpp-httplib saw the request).
     void send_response(int status, const std::string& body, const char* extra_headers = "") {
-        std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason_of(status) +
-                        "\r\nContent-Type: application/json\r\nContent-Length: " +
-                        std::to_string(body.size()) + "\r\n" + extra_headers +
-                        "Connection: close\r\n\r\n" + body;
+        std::string r =
+            "HTTP/1.1 " + std::to_string(status) + " " + reason_of(status) +
+            "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\n" + extra_headers + "Connection: close\r\n\r\n" + body;
         (void)send_all(r.data(), r.size());
     }
 
@@ -450,13 +481,14 @@ class guard_stream final : public httplib::Stream {
         }
         if (failed_status_) return -1;
         switch (body_) {
-            case body_kind::none: return 0;
+            case body_kind::none:
+                return 0;
             case body_kind::length: {
                 if (body_left_ == 0) return 0;
                 if (!fill()) return -1;
-                const size_t n = static_cast<size_t>(std::min<uint64_t>(
-                    {static_cast<uint64_t>(size), body_left_,
-                     static_cast<uint64_t>(buf_.size() - off_)}));
+                const size_t n = static_cast<size_t>(
+                    std::min<uint64_t>({static_cast<uint64_t>(size), body_left_,
+                                        static_cast<uint64_t>(buf_.size() - off_)}));
                 std::memcpy(ptr, buf_.data() + off_, n);
                 off_ += n;
                 body_left_ -= n;
@@ -622,7 +654,7 @@ class guard_stream final : public httplib::Stream {
     const http_limits& lim_;
     const std::atomic<socket_t>& svr_;
     char chunk_[16 << 10];  // one recv; reading in fixed pieces keeps refusals allocation-free
-    std::string buf_;        // received, not yet consumed: [off_, size)
+    std::string buf_;       // received, not yet consumed: [off_, size)
     size_t off_ = 0;
     bool eof_ = false;
     size_t head_left_ = 0;
@@ -659,7 +691,9 @@ void guarded_server::raise_backlog() {
     if (fd != INVALID_SOCKET) ::listen(fd, 1024);
 }
 
-int guarded_server::transport_status() { return t_transport_status; }
+int guarded_server::transport_status() {
+    return t_transport_status;
+}
 
 bool guarded_server::enter_client(const std::string& addr) {
     std::lock_guard<std::mutex> lock(clients_mu_);
@@ -692,8 +726,8 @@ bool guarded_server::process_and_close_socket(socket_t sock) {
         // Over the per-client cap no thread may wait on the client: close at once.
         if (status == 429) return;
         if (status == 413) {
-            const size_t declared = static_cast<size_t>(
-                std::min<uint64_t>(refused_length, kDrainRefusedBytes));
+            const size_t declared =
+                static_cast<size_t>(std::min<uint64_t>(refused_length, kDrainRefusedBytes));
             conn->linger_close(std::max(declared, kLingerBytes), kDrainRefusedMs);
         } else {
             conn->linger_close();
@@ -701,9 +735,9 @@ bool guarded_server::process_and_close_socket(socket_t sock) {
     };
     bool ret = false;
     if (!enter_client(addr)) {
-        refuse(429,
-               "", "too many connections from this client (limit " +
-                       std::to_string(limits_.max_client_connections) + ")",
+        refuse(429, "",
+               "too many connections from this client (limit " +
+                   std::to_string(limits_.max_client_connections) + ")",
                "Retry-After: 1\r\n");
     } else {
         for (size_t served = 0; served < limits_.max_requests_per_connection; ++served) {

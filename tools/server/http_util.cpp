@@ -70,7 +70,9 @@ api_error context_error(int64_t n_prompt, int64_t n_ctx, const char* param) {
 // JSON fields
 // ---------------------------------------------------------------------------------------------
 
-json parse_body(const std::string& body) { return parse_request_json(body); }
+json parse_body(const std::string& body) {
+    return parse_request_json(body);
+}
 
 namespace {
 const json* field(const json& o, const char* key) {
@@ -157,7 +159,9 @@ std::string content_text(const json& v, const char* what) {
     type_error(what, "a string, an array of content parts or null");
 }
 
-std::string random_hex(size_t n_bytes) { return chat::random_hex(n_bytes); }
+std::string random_hex(size_t n_bytes) {
+    return chat::random_hex(n_bytes);
+}
 
 int64_t unix_time() {
     return std::chrono::duration_cast<std::chrono::seconds>(
@@ -188,8 +192,8 @@ int64_t clamp_max_tokens(const context& ctx, std::optional<int64_t> requested,
     return std::max<int64_t>(n, 0);
 }
 
-std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& body,
-                              api_style style, const char* param) {
+std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& body, api_style style,
+                              const char* param) {
     const auto n = static_cast<int64_t>(r.input.tokens.size());
     if (n >= ctx.opts.n_ctx) throw context_error(n, ctx.opts.n_ctx, param);
     if (ctx.opts.test_hooks) {
@@ -222,7 +226,8 @@ int connection_fd(const httplib::Request& req) {
             continue;
         }
         auto port_of = [](const sockaddr_storage& a) -> int {
-            if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+            if (a.ss_family == AF_INET)
+                return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
             if (a.ss_family == AF_INET6) {
                 return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
             }
@@ -270,7 +275,8 @@ namespace {
 
 void submit_or_throw(context& ctx, const std::shared_ptr<job>& j) {
     switch (ctx.work.submit(j)) {
-        case worker::submit_result::ok: return;
+        case worker::submit_result::ok:
+            return;
         case worker::submit_result::queue_full:
             throw api_error(503, "server busy: the wait queue is full, retry later",
                             "server_error");
@@ -326,8 +332,7 @@ void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res
     const int keepalive_s = ctx.opts.keepalive_s;
     http_stats* stats = &ctx.stats;
     res.set_chunked_content_provider(
-        "text/event-stream",
-        [j, fmt, fd, keepalive_s, stats](size_t, httplib::DataSink& sink) {
+        "text/event-stream", [j, fmt, fd, keepalive_s, stats](size_t, httplib::DataSink& sink) {
             std::string out;
             auto last_write = steady_clock::now();
             auto flush = [&]() {

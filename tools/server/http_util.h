@@ -30,7 +30,7 @@ using json = nlohmann::ordered_json;
 
 struct server_options {
     std::string host = "127.0.0.1";
-    int port = 8000;  // 0: any free port
+    int port = 8000;      // 0: any free port
     std::string api_key;  // empty: no authentication
     bool cors = false;
     int64_t n_ctx = 32768;
@@ -123,8 +123,8 @@ int64_t clamp_max_tokens(const context& ctx, std::optional<int64_t> requested,
                          int64_t prompt_tokens);
 
 // Builds the job of a request; throws api_error for a context overflow.
-std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& body,
-                              api_style style, const char* param);
+std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& body, api_style style,
+                              const char* param);
 
 // The socket of the connection serving `req` (-1 if not found).
 int connection_fd(const httplib::Request& req);
@@ -146,8 +146,7 @@ class stream_formatter {
 // response fed by `fmt`, or, without `fmt`, waits and calls `complete` for the JSON body.
 // Client disconnects cancel the job.
 void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res,
-               std::shared_ptr<job> j, api_style style,
-               std::shared_ptr<stream_formatter> fmt,
+               std::shared_ptr<job> j, api_style style, std::shared_ptr<stream_formatter> fmt,
                const std::function<std::string(const gen_result&)>& complete);
 
 // "data: <json>\n\n" / "event: <name>\ndata: <json>\n\n".

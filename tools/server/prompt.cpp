@@ -60,9 +60,8 @@ void encode_trusted(const tokenizer& tok, std::string_view text,
                     const std::vector<trusted_special>& specials, size_t from,
                     std::vector<int32_t>& out) {
     size_t pos = from;
-    auto it = std::lower_bound(
-        specials.begin(), specials.end(), from,
-        [](const trusted_special& s, size_t off) { return s.offset < off; });
+    auto it = std::lower_bound(specials.begin(), specials.end(), from,
+                               [](const trusted_special& s, size_t off) { return s.offset < off; });
     for (; it != specials.end(); ++it) {
         if (it->offset < pos || it->offset + it->len > text.size()) continue;
         if (it->offset > pos) tok.encode_append(text.substr(pos, it->offset - pos), false, out);
@@ -72,8 +71,8 @@ void encode_trusted(const tokenizer& tok, std::string_view text,
     if (pos < text.size()) tok.encode_append(text.substr(pos), false, out);
 }
 
-bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached,
-                           const prompt& in, size_t* cut) {
+bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached, const prompt& in,
+                           size_t* cut) {
     const std::string_view text = in.text;
     auto sp = in.specials.begin();  // ascending offsets
     size_t pos = 0;

@@ -78,8 +78,8 @@ void encode_trusted(const tokenizer& tok, std::string_view text,
 // plain-text spelling of it decode to the same bytes, so a byte match would let user text run
 // as control tokens, or a forged turn stand in for a real one. On success *cut is the prefix's
 // length in bytes.
-bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached,
-                           const prompt& in, size_t* cut);
+bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached, const prompt& in,
+                           size_t* cut);
 
 // Renders `messages` / `tools` and tokenizes with the template's literals as the only control
 // tokens; raw_dsml blocks (exact replay of sampled bytes) are template text. Throws
@@ -91,14 +91,14 @@ prompt build_chat_prompt(const tokenizer& tok, const special_literals& lits,
 // /v1/completions: BOS + (Think Max prefix) + "You are a helpful assistant" + USER + prompt +
 // ASSISTANT + <think> / </think> (protocol §2.6); the prompt text is client text.
 prompt build_completion_prompt(const tokenizer& tok, const special_literals& lits,
-                               std::string_view user_prompt, chat::think_mode mode,
-                               uint64_t n_ctx);
+                               std::string_view user_prompt, chat::think_mode mode, uint64_t n_ctx);
 
 // Think-mode resolution of protocol §2.1. Inputs are the already-typed request fields.
 struct think_request {
-    std::optional<bool> enabled;      // thinking: bool / {type} ; think: bool
-    std::optional<std::string> effort;  // reasoning_effort / output_config.effort / reasoning.effort
-    bool responses = false;           // effort "none" also disables (Responses)
+    std::optional<bool> enabled;  // thinking: bool / {type} ; think: bool
+    std::optional<std::string>
+        effort;              // reasoning_effort / output_config.effort / reasoning.effort
+    bool responses = false;  // effort "none" also disables (Responses)
     std::string model;
 };
 // Returns nullopt for an unknown effort string.

@@ -208,8 +208,10 @@ std::string describe(const rule& r) {
     if (r.what) return r.what;
     std::vector<std::string> names;
     if (r.kinds & k_bool) names.push_back("a boolean");
-    if (r.kinds & k_num) names.push_back("a number");
-    else if (r.kinds & k_int) names.push_back("an integer");
+    if (r.kinds & k_num)
+        names.push_back("a number");
+    else if (r.kinds & k_int)
+        names.push_back("an integer");
     if (r.kinds & k_str) names.push_back("a string");
     if (r.kinds & k_arr) names.push_back("an array");
     if (r.kinds & k_obj) names.push_back("an object");
@@ -232,20 +234,27 @@ std::string describe(const rule& r) {
 
 unsigned kind_of(const json& v) {
     switch (v.type()) {
-        case json::value_t::null: return k_null;
-        case json::value_t::boolean: return k_bool;
+        case json::value_t::null:
+            return k_null;
+        case json::value_t::boolean:
+            return k_bool;
         case json::value_t::number_integer:
-        case json::value_t::number_unsigned: return k_int | k_num;
+        case json::value_t::number_unsigned:
+            return k_int | k_num;
         case json::value_t::number_float: {
             const double d = v.get<double>();
             if (!std::isfinite(d)) return 0;
             return std::floor(d) == d ? (k_int | k_num) : k_num;
         }
-        case json::value_t::string: return k_str;
-        case json::value_t::array: return k_arr;
-        case json::value_t::object: return k_obj;
+        case json::value_t::string:
+            return k_str;
+        case json::value_t::array:
+            return k_arr;
+        case json::value_t::object:
+            return k_obj;
         case json::value_t::binary:
-        case json::value_t::discarded: return 0;
+        case json::value_t::discarded:
+            return 0;
     }
     return 0;
 }
@@ -359,8 +368,9 @@ void check(const rule& r, const json& v, const std::string& path) {
             value = it->get<std::string>();
         }
         const variant* var = find_variant(r, value);
-        if (!var) fail(tag_path, std::string("unknown ") + (r.noun ? r.noun : r.tag) + " " +
-                                     quote_value(value));
+        if (!var)
+            fail(tag_path,
+                 std::string("unknown ") + (r.noun ? r.noun : r.tag) + " " + quote_value(value));
         if (var->refusal) fail(path, var->refusal);
         if (var->r) check_members(*var->r, v, path);
     }
@@ -431,8 +441,7 @@ rule with_kinds(rule r, unsigned extra) {
 constexpr const char* k_no_image = "image content is not supported: the model is text-only";
 constexpr const char* k_no_audio = "audio content is not supported: the model is text-only";
 constexpr const char* k_no_file = "file content is not supported: the model is text-only";
-constexpr const char* k_no_document =
-    "document content is not supported: the model is text-only";
+constexpr const char* k_no_document = "document content is not supported: the model is text-only";
 
 // Every rule, built once; members point at earlier members.
 struct schemas {
@@ -473,8 +482,8 @@ struct schemas {
         r.tool_name = true;
         return r;
     }();
-    rule thinking = with_kinds(object({{"type", &any_str}, {"budget_tokens", &nonneg_int}}),
-                               k_bool);
+    rule thinking =
+        with_kinds(object({{"type", &any_str}, {"budget_tokens", &nonneg_int}}), k_bool);
     rule output_config = object({{"effort", &any_str}});
     rule str_list = array_of(any_str);
 
@@ -493,9 +502,8 @@ struct schemas {
     rule chat_call_function =
         object({{"name", &any_str, true}, {"arguments", &call_arguments, true}});
     rule function_type = one_of({"function"}, "tool type");
-    rule chat_tool_call = object({{"id", &any_str},
-                                  {"type", &function_type},
-                                  {"function", &chat_call_function, true}});
+    rule chat_tool_call = object(
+        {{"id", &any_str}, {"type", &function_type}, {"function", &chat_call_function, true}});
     rule chat_tool_calls = array_of(chat_tool_call);
     rule chat_message_body = object({{"content", &chat_content},
                                      {"reasoning_content", &chat_content},
@@ -605,9 +613,8 @@ struct schemas {
     rule resp_message = object({{"role", &resp_role}, {"content", &resp_content}});
     rule obj_list = array_of(any_obj);
     rule resp_reasoning = object({{"summary", &obj_list}, {"content", &obj_list}});
-    rule resp_function_call = object({{"name", &any_str, true},
-                                      {"call_id", &any_str},
-                                      {"namespace", &any_str}});
+    rule resp_function_call =
+        object({{"name", &any_str, true}, {"call_id", &any_str}, {"namespace", &any_str}});
     rule resp_call_output = object({{"call_id", &any_str, true}});
     rule resp_item = tagged(k_obj, "type", "message", "item type",
                             {{"message", &resp_message},
@@ -664,16 +671,15 @@ struct schemas {
     // Anthropic Messages
     rule thinking_block = object({{"thinking", &any_str, true}, {"signature", &any_str}});
     rule redacted_block = object({{"data", &any_str}});
-    rule tool_use_block = object({{"id", &any_str, true}, {"name", &any_str, true},
-                                  {"input", &any_obj}});
+    rule tool_use_block =
+        object({{"id", &any_str, true}, {"name", &any_str, true}, {"input", &any_obj}});
     rule result_block = tagged(k_str | k_obj, "type", nullptr, "content block type",
                                {{"text", &text_part},
                                 {"image", nullptr, k_no_image},
                                 {"document", nullptr, k_no_document}});
     rule result_content = with_kinds(array_of(result_block), k_str | k_null);
-    rule tool_result_block = object({{"tool_use_id", &any_str, true},
-                                     {"content", &result_content},
-                                     {"is_error", &any_bool}});
+    rule tool_result_block = object(
+        {{"tool_use_id", &any_str, true}, {"content", &result_content}, {"is_error", &any_bool}});
     rule user_block = tagged(k_obj, "type", nullptr, "content block type",
                              {{"text", &text_part},
                               {"tool_result", &tool_result_block},
@@ -693,8 +699,8 @@ struct schemas {
     rule anthropic_message = tagged(k_obj, "role", "user", "role",
                                     {{"user", &user_message}, {"assistant", &assistant_message}});
     rule anthropic_messages = array_of(anthropic_message, 1);
-    rule system_block = tagged(k_str | k_obj, "type", nullptr, "system block type",
-                               {{"text", &text_part}});
+    rule system_block =
+        tagged(k_str | k_obj, "type", nullptr, "system block type", {{"text", &text_part}});
     rule system = with_kinds(array_of(system_block), k_str);
     rule anthropic_temperature = number(0, 1);
     rule anthropic_tool = object({{"name", &tool_name, true},
@@ -748,11 +754,21 @@ void validate_request(api_endpoint endpoint, const json& body) {
     const schemas& s = all_schemas();
     const rule* r = nullptr;
     switch (endpoint) {
-        case api_endpoint::chat_completions: r = &s.chat_body; break;
-        case api_endpoint::completions: r = &s.completions_body; break;
-        case api_endpoint::responses: r = &s.responses_body; break;
-        case api_endpoint::messages: r = &s.messages_body; break;
-        case api_endpoint::count_tokens: r = &s.count_tokens_body; break;
+        case api_endpoint::chat_completions:
+            r = &s.chat_body;
+            break;
+        case api_endpoint::completions:
+            r = &s.completions_body;
+            break;
+        case api_endpoint::responses:
+            r = &s.responses_body;
+            break;
+        case api_endpoint::messages:
+            r = &s.messages_body;
+            break;
+        case api_endpoint::count_tokens:
+            r = &s.count_tokens_body;
+            break;
     }
     if (!body.is_object()) throw api_error(400, "invalid JSON request: the body must be an object");
     check_members(*r, body, "");

@@ -18,11 +18,19 @@ namespace magnetar::server {
 namespace {
 
 // Endpoint indexes of http_stats::requests.
-enum endpoint { ep_chat, ep_completions, ep_messages, ep_count_tokens, ep_responses, ep_models,
-                ep_health, ep_metrics };
+enum endpoint {
+    ep_chat,
+    ep_completions,
+    ep_messages,
+    ep_count_tokens,
+    ep_responses,
+    ep_models,
+    ep_health,
+    ep_metrics
+};
 constexpr const char* kEndpointNames[] = {"chat_completions", "completions", "messages",
-                                          "count_tokens", "responses", "models", "health",
-                                          "metrics"};
+                                          "count_tokens",     "responses",   "models",
+                                          "health",           "metrics"};
 
 api_style style_of(const std::string& path) {
     return path.rfind("/v1/messages", 0) == 0 ? api_style::anthropic : api_style::openai;
@@ -55,7 +63,9 @@ server::server(const Engine& engine, server_options opts) {
     impl_ = std::make_unique<impl>(engine, std::move(opts));
 }
 
-server::~server() { stop(); }
+server::~server() {
+    stop();
+}
 
 std::vector<int32_t> server::last_prompt_tokens() const {
     return impl_->work.last_prompt_tokens();
@@ -67,8 +77,8 @@ std::string server::metrics_text() const {
     std::string out;
     char line[256];
     auto metric = [&](const char* name, const char* type, const char* help, double v) {
-        std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help,
-                      name, type, name, v);
+        std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name,
+                      type, name, v);
         out += line;
     };
     out += "# HELP magnetar_requests_total HTTP requests by endpoint.\n";
@@ -91,9 +101,11 @@ std::string server::metrics_text() const {
            static_cast<double>(w.jobs_cancelled.load()));
     metric("magnetar_jobs_failed_total", "counter", "Jobs that ended with an error.",
            static_cast<double>(w.jobs_failed.load()));
-    metric("magnetar_prompt_tokens_total", "counter", "Prompt tokens synchronised into the session.",
+    metric("magnetar_prompt_tokens_total", "counter",
+           "Prompt tokens synchronised into the session.",
            static_cast<double>(w.prompt_tokens.load()));
-    metric("magnetar_cached_tokens_total", "counter", "Prompt tokens reused from the live KV cache.",
+    metric("magnetar_cached_tokens_total", "counter",
+           "Prompt tokens reused from the live KV cache.",
            static_cast<double>(w.cached_tokens.load()));
     metric("magnetar_prefill_tokens_total", "counter", "Prompt tokens evaluated.",
            static_cast<double>(w.prefill_tokens.load()));
@@ -132,7 +144,9 @@ bool server::start() {
     context& ctx = s.ctx;
     const server_options& o = ctx.opts;
     const int n_threads = o.http_threads;
-    http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+    http.new_task_queue = [n_threads] {
+        return new httplib::ThreadPool(static_cast<size_t>(n_threads));
+    };
     bound_allocator_growth();
     http_limits lim;
     lim.max_request_line = o.max_request_line;
@@ -177,47 +191,53 @@ bool server::start() {
             res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
             res.set_header("Access-Control-Allow-Headers", "*");
         }
-        if (res.status >= 500) ctx.stats.errors_5xx++;
-        else if (res.status >= 400) ctx.stats.errors_4xx++;
+        if (res.status >= 500)
+            ctx.stats.errors_5xx++;
+        else if (res.status >= 400)
+            ctx.stats.errors_4xx++;
     });
     const int body_timeout_ms = o.body_timeout_ms;
     http.set_error_handler(httplib::Server::HandlerWithResponse(
         [body_timeout_ms](const httplib::Request& req,
-           httplib::Response& res) -> httplib::Server::HandlerResponse {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        // A body the guard cut short: cpp-httplib says 400, the guard knows why.
-        if (const int t = guarded_server::transport_status()) res.status = t;
-        const api_style st = style_of(req.path);
-        if (res.status == 404) {
-            send_error(res, st, api_error(404, "unknown endpoint", "not_found_error"));
-        } else if (res.status == 413) {
-            send_error(res, st, api_error(413, "request body too large", "invalid_request_error"));
-        } else if (res.status == 408) {
-            send_error(res, st, api_error(408, "request body not complete within " +
-                                                   std::to_string(body_timeout_ms) + " ms"));
-        } else if (res.status == 400) {
-            send_error(res, st, api_error(400, "bad HTTP request"));
-        } else {
-            const int code = res.status;
-            send_error(res, st, api_error(code, "request failed", code >= 500 ? "server_error" : "invalid_request_error"));
-        }
-        return httplib::Server::HandlerResponse::Handled;
-    }));
-    http.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
-                                  std::exception_ptr ep) {
-        std::string msg = "internal error";
-        try {
-            std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-            msg = e.what();
-        } catch (...) {
-        }
-        send_error(res, style_of(req.path), api_error(500, msg, "server_error"));
-    });
+                          httplib::Response& res) -> httplib::Server::HandlerResponse {
+            if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+            // A body the guard cut short: cpp-httplib says 400, the guard knows why.
+            if (const int t = guarded_server::transport_status()) res.status = t;
+            const api_style st = style_of(req.path);
+            if (res.status == 404) {
+                send_error(res, st, api_error(404, "unknown endpoint", "not_found_error"));
+            } else if (res.status == 413) {
+                send_error(res, st,
+                           api_error(413, "request body too large", "invalid_request_error"));
+            } else if (res.status == 408) {
+                send_error(res, st,
+                           api_error(408, "request body not complete within " +
+                                              std::to_string(body_timeout_ms) + " ms"));
+            } else if (res.status == 400) {
+                send_error(res, st, api_error(400, "bad HTTP request"));
+            } else {
+                const int code = res.status;
+                send_error(res, st,
+                           api_error(code, "request failed",
+                                     code >= 500 ? "server_error" : "invalid_request_error"));
+            }
+            return httplib::Server::HandlerResponse::Handled;
+        }));
+    http.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+            std::string msg = "internal error";
+            try {
+                std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                msg = e.what();
+            } catch (...) {
+            }
+            send_error(res, style_of(req.path), api_error(500, msg, "server_error"));
+        });
 
     // Wraps a handler: counts it and turns api_error / magnetar::Error into error bodies.
-    auto route = [&ctx](endpoint ep, void (*fn)(context&, const httplib::Request&,
-                                                httplib::Response&)) {
+    auto route = [&ctx](endpoint ep,
+                        void (*fn)(context&, const httplib::Request&, httplib::Response&)) {
         return [&ctx, ep, fn](const httplib::Request& req, httplib::Response& res) {
             ctx.stats.requests[ep]++;
             const api_style st = style_of(req.path);
@@ -228,7 +248,8 @@ bool server::start() {
             } catch (const Error& e) {
                 send_error(res, st, api_error(400, e.what()));
             } catch (const nlohmann::json::exception& e) {
-                send_error(res, st, api_error(400, std::string("invalid JSON request: ") + e.what()));
+                send_error(res, st,
+                           api_error(400, std::string("invalid JSON request: ") + e.what()));
             }
         };
     };

@@ -10,7 +10,9 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kInfixes = {"｜DSML｜", "DSML｜", ""};
 
-bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool is_ws(char c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 bool starts_with(std::string_view s, size_t pos, std::string_view lit) {
     return s.size() - pos >= lit.size() && s.compare(pos, lit.size(), lit) == 0;
@@ -45,12 +47,18 @@ std::string_view attr(std::string_view tag, std::string_view name) {
 
 const char* syntax_state_name(syntax_state s) {
     switch (s) {
-        case syntax_state::outside: return "outside";
-        case syntax_state::structural: return "structural";
-        case syntax_state::string_body: return "string_body";
-        case syntax_state::json_structural: return "json_structural";
-        case syntax_state::json_string: return "json_string";
-        case syntax_state::done: return "done";
+        case syntax_state::outside:
+            return "outside";
+        case syntax_state::structural:
+            return "structural";
+        case syntax_state::string_body:
+            return "string_body";
+        case syntax_state::json_structural:
+            return "json_structural";
+        case syntax_state::json_string:
+            return "json_string";
+        case syntax_state::done:
+            return "done";
     }
     return "?";
 }

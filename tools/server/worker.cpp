@@ -15,11 +15,16 @@ using clock_type = std::chrono::steady_clock;
 
 const char* finish_reason_name(finish_reason f) {
     switch (f) {
-        case finish_reason::stop: return "stop";
-        case finish_reason::length: return "length";
-        case finish_reason::tool_calls: return "tool_calls";
-        case finish_reason::error: return "error";
-        case finish_reason::cancelled: return "cancelled";
+        case finish_reason::stop:
+            return "stop";
+        case finish_reason::length:
+            return "length";
+        case finish_reason::tool_calls:
+            return "tool_calls";
+        case finish_reason::error:
+            return "error";
+        case finish_reason::cancelled:
+            return "cancelled";
     }
     return "?";
 }
@@ -192,7 +197,9 @@ status worker::sync_with_saves(std::span<const int32_t> eff, const eval_options&
     return st;
 }
 
-worker::~worker() { stop(); }
+worker::~worker() {
+    stop();
+}
 
 worker::submit_result worker::submit(std::shared_ptr<job> j) {
     {
@@ -337,9 +344,9 @@ status worker::sync_prompt(job& j, const eval_options& eo, gen_result* res) {
     }
     if (eff.empty()) return {status_code::invalid_argument, "empty prompt"};
     if (static_cast<int64_t>(eff.size()) >= session_->n_ctx()) {
-        return {status_code::context_full,
-                "prompt has " + std::to_string(eff.size()) + " tokens, but the context size is " +
-                    std::to_string(session_->n_ctx()) + " tokens"};
+        return {status_code::context_full, "prompt has " + std::to_string(eff.size()) +
+                                               " tokens, but the context size is " +
+                                               std::to_string(session_->n_ctx()) + " tokens"};
     }
     res->usage.prompt_tokens = static_cast<int64_t>(eff.size());
 
@@ -359,10 +366,10 @@ status worker::sync_prompt(job& j, const eval_options& eo, gen_result* res) {
             }
             res->usage.prompt_tokens = static_cast<int64_t>(eff.size());
             if (static_cast<int64_t>(eff.size()) >= session_->n_ctx()) {
-                return {status_code::context_full,
-                        "prompt has " + std::to_string(eff.size()) +
-                            " tokens, but the context size is " +
-                            std::to_string(session_->n_ctx()) + " tokens"};
+                return {status_code::context_full, "prompt has " + std::to_string(eff.size()) +
+                                                       " tokens, but the context size is " +
+                                                       std::to_string(session_->n_ctx()) +
+                                                       " tokens"};
             }
         }
     }
@@ -407,7 +414,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
     if (r.forced_output) tok_.encode_append(*r.forced_output, true, forced);
 
     std::string& raw = res->raw;
-    size_t fed = 0;        // bytes of raw handed to the projection
+    size_t fed = 0;                                         // bytes of raw handed to the projection
     size_t think_end = r.thinking ? std::string::npos : 0;  // start of visible text
     std::vector<chat::stream_event> events;
 
@@ -489,16 +496,16 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         }
         bool tool_done = false;
         if (!stopped && r.tools && r.kind == gen_kind::chat && think_end != std::string::npos) {
-            tool_done = tracker.update(std::string_view(raw).substr(think_end)) ==
-                        syntax_state::done;
+            tool_done =
+                tracker.update(std::string_view(raw).substr(think_end)) == syntax_state::done;
         }
         emit(stopped || tool_done ? raw.size() : (raw.size() > hold ? raw.size() - hold : 0));
         if (stopped) {
             finish = finish_reason::stop;
             break;
         }
-        const bool last = tool_done || n_gen >= r.max_tokens ||
-                          session_->n_past() >= session_->n_ctx();
+        const bool last =
+            tool_done || n_gen >= r.max_tokens || session_->n_past() >= session_->n_ctx();
         // The token that closes a tool block enters the KV (the next request continues it);
         // a token that ends the generation for any other reason does not.
         if (!last || tool_done) {

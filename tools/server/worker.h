@@ -46,14 +46,14 @@ const char* finish_reason_name(finish_reason f);
 // What an HTTP thread hands to the worker.
 struct gen_request {
     gen_kind kind = gen_kind::chat;
-    prompt input;               // rendered text, trusted specials, tokens
-    bool thinking = false;      // the prompt ends with <think>
-    bool tools = false;         // tools offered: DSML detection, greedy syntax, tool stop
+    prompt input;           // rendered text, trusted specials, tokens
+    bool thinking = false;  // the prompt ends with <think>
+    bool tools = false;     // tools offered: DSML detection, greedy syntax, tool stop
     chat::id_style id_style = chat::id_style::openai;
     sampling_params sampling;
-    int64_t max_tokens = 0;     // > 0
+    int64_t max_tokens = 0;  // > 0
     std::vector<std::string> stops;
-    int top_logprobs = -1;      // < 0: no logprobs; 0: the chosen token's only
+    int top_logprobs = -1;  // < 0: no logprobs; 0: the chosen token's only
     // Test hook (off unless the server runs with --test-forced-output): the generated text is
     // this string's tokenization instead of sampled tokens; the rest of the loop is unchanged.
     std::optional<std::string> forced_output;
@@ -66,18 +66,18 @@ struct token_info {
 };
 
 struct gen_usage {
-    int64_t prompt_tokens = 0;  // P: tokens synchronised into the session for this request
-    int64_t cached_tokens = 0;  // R: tokens reused
+    int64_t prompt_tokens = 0;      // P: tokens synchronised into the session for this request
+    int64_t cached_tokens = 0;      // R: tokens reused
     int64_t completion_tokens = 0;  // C: generated tokens (EOS excluded)
     int64_t reasoning_tokens = 0;   // of C: tokens sampled before </think> closed (included)
 };
 
 struct gen_result {
     finish_reason finish = finish_reason::stop;
-    std::string error;  // finish error: the message
+    std::string error;                         // finish error: the message
     bool engine_failed_before_output = false;  // prefill failed: HTTP 500 if nothing sent yet
     bool out_of_memory = false;  // the job failed allocating: HTTP 503 (the server stays up)
-    std::string raw;    // generated text (cut at a stop sequence)
+    std::string raw;             // generated text (cut at a stop sequence)
     // Chat kinds: the authoritative split (content, reasoning) and the calls with ids.
     std::string content;
     std::optional<std::string> reasoning;
@@ -118,14 +118,14 @@ class job {
 
 // Disk KV cache knobs (protocol §6.8, same defaults; docs/kvcache.md).
 struct disk_cache_options {
-    std::string dir;                       // empty: no disk cache
-    uint64_t space_mb = 4096;              // --kv-disk-space-mb
-    int64_t min_tokens = 512;              // --kv-cache-min-tokens
-    int64_t cold_max_tokens = 30000;       // --kv-cache-cold-max-tokens (0: no cold saves)
-    int64_t continued_interval = 10000;    // --kv-cache-continued-interval-tokens (0: off)
-    int64_t boundary_trim = 32;            // --kv-cache-boundary-trim-tokens
-    int64_t boundary_align = 2048;         // --kv-cache-boundary-align-tokens (0: off)
-    bool reject_different_quant = false;   // --kv-cache-reject-different-quant
+    std::string dir;                      // empty: no disk cache
+    uint64_t space_mb = 4096;             // --kv-disk-space-mb
+    int64_t min_tokens = 512;             // --kv-cache-min-tokens
+    int64_t cold_max_tokens = 30000;      // --kv-cache-cold-max-tokens (0: no cold saves)
+    int64_t continued_interval = 10000;   // --kv-cache-continued-interval-tokens (0: off)
+    int64_t boundary_trim = 32;           // --kv-cache-boundary-trim-tokens
+    int64_t boundary_align = 2048;        // --kv-cache-boundary-align-tokens (0: off)
+    bool reject_different_quant = false;  // --kv-cache-reject-different-quant
 };
 
 // Length of a cold save for an n-token prompt (protocol §6.6 store_len).
@@ -153,7 +153,7 @@ struct worker_stats {
     std::atomic<uint64_t> cached_tokens{0};
     std::atomic<uint64_t> prefill_tokens{0};  // evaluated for prompts
     std::atomic<uint64_t> generated_tokens{0};
-    std::atomic<uint64_t> cache_hits{0};    // jobs with cached_tokens > 0
+    std::atomic<uint64_t> cache_hits{0};  // jobs with cached_tokens > 0
     std::atomic<uint64_t> cache_misses{0};
     std::atomic<uint64_t> prefill_us{0};
     std::atomic<uint64_t> decode_us{0};

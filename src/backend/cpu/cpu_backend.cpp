@@ -2,8 +2,6 @@
 // model-defined rounding ops. HC ops live in hc.cpp, attention-side ops in attention.cpp, the
 // router and MoE in moe.cpp.
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/ref/matmul_ref.h"
-#include "backend/cpu/simd/simd.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,6 +10,8 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/ref/matmul_ref.h"
+#include "backend/cpu/simd/simd.h"
 #include "core/error.h"
 #include "core/format.h"
 
@@ -87,13 +87,15 @@ void* cpu_backend::alloc_buffer(size_t bytes) {
     // Running out of memory is the caller's input (a context too large for the host), not an
     // internal invariant: an error that session creation turns into a status.
     if (bytes > SIZE_MAX - kBufferAlign) {
-        throw Error(strfmt("cannot allocate a host buffer of %zu bytes: the size overflows", bytes));
+        throw Error(
+            strfmt("cannot allocate a host buffer of %zu bytes: the size overflows", bytes));
     }
     const size_t n = (std::max<size_t>(bytes, 1) + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
     void* p = std::aligned_alloc(kBufferAlign, n);
     if (p == nullptr) {
-        throw Error(strfmt("out of host memory: cannot allocate %.1f MiB (%zu bytes) for a backend buffer",
-                           static_cast<double>(n) / (1024.0 * 1024.0), n));
+        throw Error(
+            strfmt("out of host memory: cannot allocate %.1f MiB (%zu bytes) for a backend buffer",
+                   static_cast<double>(n) / (1024.0 * 1024.0), n));
     }
     return p;
 }
@@ -127,12 +129,14 @@ void cpu_backend::reserve(const limits& l) {
     const int64_t need = scratch_need(l);
     if (static_cast<size_t>(need) <= scratch_floats_) return;
     if (static_cast<uint64_t>(need) > SIZE_MAX / sizeof(float)) {
-        throw Error(strfmt("backend scratch of %lld floats per thread overflows", static_cast<long long>(need)));
+        throw Error(strfmt("backend scratch of %lld floats per thread overflows",
+                           static_cast<long long>(need)));
     }
     // All buffers first (alloc_buffer throws when the host has no memory left), then the new
     // size: a failed reserve leaves the old, consistent scratch.
     std::vector<std::unique_ptr<float[], aligned_free>> grown(scratch_.size());
-    for (auto& s : grown) s.reset(static_cast<float*>(alloc_buffer(static_cast<size_t>(need) * sizeof(float))));
+    for (auto& s : grown)
+        s.reset(static_cast<float*>(alloc_buffer(static_cast<size_t>(need) * sizeof(float))));
     scratch_ = std::move(grown);
     scratch_floats_ = static_cast<size_t>(need);
 }
@@ -232,8 +236,7 @@ bool q8_path(const tensor& w) {
             return false;
     }
     const int64_t block = type_traits_of(w.type).block_elems;
-    return w.ne[0] % block == 0 &&
-           cpu::simd::active_level() != cpu::simd::isa_level::scalar &&
+    return w.ne[0] % block == 0 && cpu::simd::active_level() != cpu::simd::isa_level::scalar &&
            cpu::simd::q8_matmul_at(cpu::simd::active_level(), w.type) != nullptr;
 }
 
@@ -245,8 +248,8 @@ void cpu_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {
     MAGNETAR_ASSERT(x.ne[2] == 1 && y.ne[2] == 1 && x.ne[3] == 1 && y.ne[3] == 1,
                     "matmul: activations must be 2-D");
     if (!reference_ && !exact_ && q8_path(w)) {
-        const size_t need = static_cast<size_t>(x.ne[1]) *
-                            cpu::simd::act_row_bytes(w.type, w.ne[0]);
+        const size_t need =
+            static_cast<size_t>(x.ne[1]) * cpu::simd::act_row_bytes(w.type, w.ne[0]);
         if (act_.size() < need) act_.resize(need);
         cpu::simd::q8_matmul(pool_, w, x, y, act_.data(), cpu::simd::active_level());
         return;

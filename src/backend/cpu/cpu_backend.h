@@ -98,12 +98,11 @@ class cpu_backend : public backend {
                        const tensor& out) override;
     void compressor41(const compressor41_params& p, const tensor& a, const tensor& b,
                       const tensor& state_a, const tensor& state_b, const tensor& z) override;
-    void indexer41(const indexer41_params& p, const tensor& qi, const tensor& w,
-                   const tensor& keys, const tensor& cand_in, const tensor& cand_out,
-                   const tensor& sel) override;
+    void indexer41(const indexer41_params& p, const tensor& qi, const tensor& w, const tensor& keys,
+                   const tensor& cand_in, const tensor& cand_out, const tensor& sel) override;
     void attention41(const attention41_params& p, const tensor& q, const tensor& kv,
-                     const tensor& ring, const tensor& comp, const tensor& sel,
-                     const tensor& sinks, const tensor& out) override;
+                     const tensor& ring, const tensor& comp, const tensor& sel, const tensor& sinks,
+                     const tensor& out) override;
     void moe41(const tensor& xq, const tensor& sel, const tensor& weights, const moe_weights& w,
                float clamp, const tensor& out, const moe_workspace& ws) override;
     void engram_gather(const tensor& table, const tensor& idx, const tensor& out) override;

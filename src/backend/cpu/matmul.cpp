@@ -1,9 +1,9 @@
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/simd/simd.h"
 
 #include <algorithm>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/simd/simd.h"
 #include "quant/types.h"
 
 namespace magnetar::cpu {
@@ -54,7 +54,9 @@ void matmul_dequant(const tensor& w, const tensor& x, const tensor& y, int64_t r
 }  // namespace
 
 // Any row length up to n_in: a block never exceeds kBlockFloats unless a single row does.
-int64_t matmul_scratch_floats(int64_t n_in) { return std::max(kBlockFloats, n_in); }
+int64_t matmul_scratch_floats(int64_t n_in) {
+    return std::max(kBlockFloats, n_in);
+}
 
 matmul_fn matmul_for(ggml_type t) {
     // AVX2 / AVX-512 kernels when the CPU has them (MAGNETAR_SIMD=off keeps the scalar table).

@@ -30,12 +30,12 @@ namespace magnetar::backend {
 namespace {
 
 constexpr uint32_t kMaxHc = 8;
-constexpr int64_t kSlotBlock = 64;  // list slots per online-softmax block (§5.2)
-constexpr int kMaxRot41 = 256;      // RoPE widths handled with a stack inv_freq table
-constexpr int64_t kMaxHeads = 1024;      // attention / indexer heads (stack statistics)
-constexpr int64_t kMaxIndexDim = 1024;   // indexer head width (one decoded key on the stack)
-constexpr int64_t kMaxUsed41 = 64;       // routed experts per token (as the router's bound)
-constexpr int64_t kMaxRatio41 = 16;      // compressor ratio (stack softmax lanes)
+constexpr int64_t kSlotBlock = 64;      // list slots per online-softmax block (§5.2)
+constexpr int kMaxRot41 = 256;          // RoPE widths handled with a stack inv_freq table
+constexpr int64_t kMaxHeads = 1024;     // attention / indexer heads (stack statistics)
+constexpr int64_t kMaxIndexDim = 1024;  // indexer head width (one decoded key on the stack)
+constexpr int64_t kMaxUsed41 = 64;      // routed experts per token (as the router's bound)
+constexpr int64_t kMaxRatio41 = 16;     // compressor ratio (stack softmax lanes)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // 1 / sqrt(mean(f^2) + eps) over n values, fp32 as the spec's RMS statistics.
@@ -417,7 +417,8 @@ void cpu_backend::attention41(const attention41_params& p, const tensor& q, cons
                             const int64_t kp = pos - W + 1 + slot;
                             if (kp < 0) continue;
                             if (kp >= p.p0) {
-                                std::memcpy(dst, kv.f32_row(kp - p.p0), static_cast<size_t>(hd) * 4);
+                                std::memcpy(dst, kv.f32_row(kp - p.p0),
+                                            static_cast<size_t>(hd) * 4);
                             } else {
                                 quant::unpack_window_row(ring.row_ptr(kp % W), hd, dst);
                             }
@@ -535,9 +536,9 @@ void cpu_backend::engram_gather(const tensor& table, const tensor& idx, const te
     const int64_t rb = table.ne[0];  // ED + ED/32 bytes
     const int64_t ed = rb * 32 / 33;
     const int64_t C = idx.ne[0];
-    MAGNETAR_ASSERT(table.type == ggml_type::I8 && ed + ed / 32 == rb && ed % 32 == 0 &&
-                        out.ne[0] == C * ed,
-                    "engram_gather: shapes");
+    MAGNETAR_ASSERT(
+        table.type == ggml_type::I8 && ed + ed / 32 == rb && ed % 32 == 0 && out.ne[0] == C * ed,
+        "engram_gather: shapes");
     const int64_t rows = table.n_rows();
     pool_.parallel_for(
         idx.n_rows(),
@@ -571,7 +572,8 @@ void cpu_backend::engram_gate(const engram_params& p, const tensor& x, const ten
                     const float* h = x.f32_row(t) + i * d;
                     const float* key = kv.f32_row(t) + i * d;
                     const float* wi = wq.f32_row(i);
-                    const float rho = rms_inv_f32(h, d, p.norm_eps) * rms_inv_f32(key, d, p.norm_eps);
+                    const float rho =
+                        rms_inv_f32(h, d, p.norm_eps) * rms_inv_f32(key, d, p.norm_eps);
                     float dot = 0.0f;
                     for (int64_t j = 0; j < d; ++j) dot += (h[j] * wi[j]) * key[j];
                     dot = dot * rho * inv_sqrt_d;

@@ -42,9 +42,9 @@ inline simde__m512i magnetar_emu_cvtepu8_epi32(__m128i a) {
         magnetar_emu_i2{{_mm256_cvtepu8_epi32(a), _mm256_cvtepu8_epi32(_mm_srli_si128(a, 8))}});
 }
 inline simde__m512i magnetar_emu_cvtepu16_epi32(__m256i a) {
-    return magnetar_emu_bits<simde__m512i>(magnetar_emu_i2{
-        {_mm256_cvtepu16_epi32(_mm256_castsi256_si128(a)),
-         _mm256_cvtepu16_epi32(_mm256_extracti128_si256(a, 1))}});
+    return magnetar_emu_bits<simde__m512i>(
+        magnetar_emu_i2{{_mm256_cvtepu16_epi32(_mm256_castsi256_si128(a)),
+                         _mm256_cvtepu16_epi32(_mm256_extracti128_si256(a, 1))}});
 }
 inline simde__m512 magnetar_emu_cvtph_ps(__m256i a) {
     return magnetar_emu_bits<simde__m512>(

@@ -250,8 +250,8 @@ struct k_q8_0_act {
             const float dx = Dec::scale(*x);
             for (int t = 0; t < NT; ++t) {
                 const __m256i p = dot_u8s8(ax, _mm256_sign_epi8(ya[t], xv));
-                s[r][t].v = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy[t]), _mm256_cvtepi32_ps(p),
-                                            s[r][t].v);
+                s[r][t].v =
+                    _mm256_fmadd_ps(_mm256_set1_ps(dx * dy[t]), _mm256_cvtepi32_ps(p), s[r][t].v);
             }
         }
     }
@@ -334,7 +334,8 @@ struct k_q4_K {
             for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
             for (int j = 0; j < 4; ++j) {
                 // int16 lanes all holding scale 2j (low codes) / 2j + 1 (high codes).
-                const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((4 * j) | ((4 * j + 1) << 8)));
+                const __m256i s_lo =
+                    _mm256_shuffle_epi8(sc, _mm256_set1_epi16((4 * j) | ((4 * j + 1) << 8)));
                 const __m256i s_hi =
                     _mm256_shuffle_epi8(sc, _mm256_set1_epi16((4 * j + 2) | ((4 * j + 3) << 8)));
                 const __m256i bits = load256(x->qs + 32 * j);
@@ -342,7 +343,8 @@ struct k_q4_K {
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
                 for (int t = 0; t < NT; ++t) {
                     const int8_t* q8 = reinterpret_cast<const block_q8_K*>(a[t])->qs + 64 * j;
-                    const __m256i pl = _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(lo, load256(q8)));
+                    const __m256i pl =
+                        _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(lo, load256(q8)));
                     const __m256i ph =
                         _mm256_madd_epi16(s_hi, _mm256_maddubs_epi16(hi, load256(q8 + 32)));
                     sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
@@ -578,8 +580,8 @@ void matmul_tiles(const tensor& w, const void* act_v, size_t stride, const tenso
         for (; o < r1; ++o) rows_tokens<K, 1, 1>(w, act, stride, y, o, 0, 1);
         return;
     }
-    const int64_t tok_tile =
-        std::max<int64_t>(TP, static_cast<int64_t>(kActTileBytes / std::max<size_t>(stride, 1)) / TP * TP);
+    const int64_t tok_tile = std::max<int64_t>(
+        TP, static_cast<int64_t>(kActTileBytes / std::max<size_t>(stride, 1)) / TP * TP);
     for (int64_t t0 = 0; t0 < n_tok; t0 += tok_tile) {
         const int64_t nt = std::min(tok_tile, n_tok - t0);
         int64_t o = r0;

@@ -108,8 +108,8 @@ void q8_matmul(thread_pool& pool, const tensor& w, const tensor& x, const tensor
 // backend/cpu/kernels.h (products then sums into 16 lanes, fixed reduction). Every level gives
 // the scalar twin's bits; the SIMD levels score two keys against two heads per pass.
 using index_scores_fn = void (*)(const float* q, const float* w, float scale, int64_t n_head,
-                                 int64_t hd, const float* keys, int64_t key_stride,
-                                 int64_t n_keys, float* score);
+                                 int64_t hd, const float* keys, int64_t key_stride, int64_t n_keys,
+                                 float* score);
 // The kernel of one level (the scalar twin at the scalar level; null if the CPU lacks the level)
 // and of the active level (never null).
 index_scores_fn index_scores_at(isa_level level);

@@ -79,8 +79,8 @@ struct V {
 
 #define MAGNETAR_SIMD_NS avx2
 #include "backend/cpu/simd/f32act_kernels.h"
-#include "backend/cpu/simd/q8act_kernels.h"
 #include "backend/cpu/simd/index_kernels.h"
+#include "backend/cpu/simd/q8act_kernels.h"
 
 namespace magnetar::cpu::simd::avx2 {
 

@@ -13,11 +13,10 @@
 // -Wuninitialized reports once inlined (GCC bug 105593, fixed in GCC 13).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "backend/cpu/simd/avx512_intrinsics.h"
-
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cpu/simd/avx512_intrinsics.h"
 #include "backend/cpu/simd/simd_internal.h"
 
 namespace magnetar::cpu::simd::avx512 {
@@ -80,8 +79,8 @@ struct V {
 #define MAGNETAR_SIMD_NS avx512
 #define MAGNETAR_SIMD_VNNI 1
 #include "backend/cpu/simd/f32act_kernels.h"
-#include "backend/cpu/simd/q8act_kernels.h"
 #include "backend/cpu/simd/index_kernels.h"
+#include "backend/cpu/simd/q8act_kernels.h"
 
 namespace magnetar::cpu::simd::avx512 {
 
@@ -109,8 +108,7 @@ uint64_t stream_sum(const void* data, size_t bytes) {
                 a[k] = _mm512_add_epi64(a[k], _mm512_loadu_si512(p + k * q + i));
         }
     }
-    return fold_lanes(
-        _mm512_add_epi64(_mm512_add_epi64(a[0], a[1]), _mm512_add_epi64(a[2], a[3])));
+    return fold_lanes(_mm512_add_epi64(_mm512_add_epi64(a[0], a[1]), _mm512_add_epi64(a[2], a[3])));
 }
 
 // VNNI dpbusd (u8 x s8 -> s32, four products per lane) on 512-bit registers, 8 independent

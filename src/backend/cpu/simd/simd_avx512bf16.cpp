@@ -5,10 +5,9 @@
 // -Wuninitialized reports once inlined (GCC bug 105593, fixed in GCC 13).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "backend/cpu/simd/avx512_intrinsics.h"
-
 #include <cstdint>
 
+#include "backend/cpu/simd/avx512_intrinsics.h"
 #include "backend/cpu/simd/simd_internal.h"
 #include "quant/fp16.h"
 

@@ -50,7 +50,6 @@ struct kernel_table {
     index_scores_fn index_scores = nullptr;
 };
 
-
 // Tables of the compiled levels (call only for levels the CPU supports).
 const kernel_table& table_scalar();
 const kernel_table& table_avx2();
