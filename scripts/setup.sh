@@ -15,7 +15,7 @@ packages=(
     build-essential cmake ninja-build pkg-config git
     libgtest-dev libgmock-dev libbenchmark-dev
     nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libssl-dev libedit-dev
-    clang libclang-rt-14-dev
+    clang libclang-rt-14-dev clang-format clang-tidy
     libopenmpi-dev openmpi-bin
     libsimde-dev
     python3 python3-torch python3-numpy

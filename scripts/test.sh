@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Expects scripts/setup.sh to have run (the README command runs both).
 #
+#   0. the source checks (scripts/lint.sh: clang-format, clang-tidy);
 #   1. the main build's tests (ctest on build/);
 #   2. the parser and quant tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 #      (build-asan/);
@@ -13,6 +14,8 @@ jobs=$(nproc)
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+
+bash scripts/lint.sh
 
 echo "== tests: main build"
 ctest --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
