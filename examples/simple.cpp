@@ -1,5 +1,6 @@
-// The smallest use of the public API: load a model, render one chat turn, sync a session to
-// it and sample until EOS. Usage: magnetar_simple MODEL.gguf [PROMPT] [MAX_TOKENS]
+// The smallest use of the public API: load a model, render and tokenize one chat turn (client
+// text never becomes control tokens), sync a session to it and sample until EOS. Usage:
+// magnetar_simple MODEL.gguf [PROMPT] [MAX_TOKENS]
 #include <cstdio>
 #include <string>
 
@@ -14,10 +15,11 @@ int main(int argc, char** argv) {
     std::unique_ptr<Session> session;
     status st = Engine::load(eo, &engine);
     if (st) st = engine->create_session(session_options{}, &session);
-    const std::string text = Engine::render_chat({{"user", argc > 2 ? argv[2] : "Hello!", ""}},
-                                                 think_mode::off, session_options{}.n_ctx);
     std::vector<int32_t> prompt;
-    if (st) st = engine->tokenize(text, /*rendered=*/true, &prompt);
+    if (st) {
+        st = engine->tokenize_chat({{"user", argc > 2 ? argv[2] : "Hello!", ""}}, think_mode::off,
+                                   session_options{}.n_ctx, &prompt);
+    }
     if (st) st = session->sync(prompt);
     sampler smp(sampling_params{.seed = 42});
     for (int i = 0, n = argc > 3 ? std::stoi(argv[3]) : 64; st && i < n; ++i) {

@@ -42,7 +42,7 @@ struct render_options {
     // (message content, reasoning, tool results, tool schemas, the response format, and the
     // names, keys and values of canonically rendered tool calls; a replayed raw_dsml block is
     // not client text), ascending, so a tokenizer can keep special-token literals in them from
-    // becoming control tokens (engine/prompt_tokens.h, the server's prompt.h).
+    // becoming control tokens (tokenizer/trusted_specials.h).
     std::vector<std::pair<size_t, size_t>>* client_spans = nullptr;
 };
 

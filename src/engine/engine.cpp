@@ -10,10 +10,10 @@
 #include "dist/comm.h"
 #include "engine/backend_factory.h"
 #include "engine/engine_impl.h"
-#include "engine/prompt_tokens.h"
 #include "graph/forward41.h"
 #include "graph/required_ops.h"
 #include "kv/cache41.h"
+#include "tokenizer/trusted_specials.h"
 
 namespace magnetar {
 
@@ -137,6 +137,7 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
                     strfmt("%s: the tokenizer has %d tokens, the model's vocabulary %u",
                            opts.model_path.c_str(), p->vocab->n_vocab(), hp.n_vocab)};
         }
+        p->lits = std::make_unique<special_literals>(*p->vocab);
         const tokenizer::special_ids& sp = p->vocab->specials();
         p->info.has_tokenizer = true;
         p->info.special = {sp.bos, sp.eos, sp.user, sp.assistant, sp.think, sp.think_end};
@@ -279,7 +280,13 @@ status Engine::tokenize_chat(const std::vector<chat_turn>& turns, think_mode mod
         return {status_code::unsupported, "tokenize: the model file has no tokenizer"};
     std::vector<std::pair<size_t, size_t>> spans;
     const std::string rendered = render_turns(turns, mode, n_ctx, add_generation_prompt, &spans);
-    encode_rendered_prompt(*impl_->vocab, rendered, spans, *out);
+    try {
+        encode_trusted(*impl_->vocab, rendered, specials_outside(*impl_->lits, rendered, spans), 0,
+                       *out);
+    } catch (const Error& e) {
+        out->clear();
+        return {status_code::internal, strfmt("tokenize_chat: %s", e.what())};
+    }
     if (text) *text = rendered;
     return {};
 }

@@ -15,13 +15,15 @@
 #include "magnetar/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/trusted_specials.h"
 
 namespace magnetar {
 
 struct Engine::impl {
     std::unique_ptr<model> m;
     std::unique_ptr<backend::backend> be;
-    std::unique_ptr<tokenizer> vocab;  // null when the file has no tokenizer.ggml.* keys
+    std::unique_ptr<tokenizer> vocab;        // null when the file has no tokenizer.ggml.* keys
+    std::unique_ptr<special_literals> lits;  // of vocab (tokenize_chat's injection guard)
     model_info info;
     // Rank 0 of an MPI job: the other stages (null in a single process).
     std::unique_ptr<dist::pipeline> pipe;

@@ -33,7 +33,7 @@ using namespace magnetar;
 using json = nlohmann::ordered_json;
 
 const tokenizer* g_tok = nullptr;
-const server::special_literals* g_lits = nullptr;
+const special_literals* g_lits = nullptr;
 
 [[noreturn]] void fail(const char* what) {
     std::fprintf(stderr, "render_fuzz: %s\n", what);
@@ -44,7 +44,7 @@ const server::special_literals* g_lits = nullptr;
 std::string neutral(const std::string& s) {
     std::string out;
     size_t pos = 0;
-    for (const server::trusted_special& sp : g_lits->find(s)) {
+    for (const trusted_special& sp : g_lits->find(s)) {
         out.append(s, pos, sp.offset - pos);
         out += '\x01';
         pos = sp.offset + sp.len;
@@ -155,7 +155,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     }
     static const genmodel::vocab v = genmodel::load_deepseek_vocab(path);
     static const tokenizer tok(v.tokens, v.types, v.merges, "deepseek-v3");
-    static const server::special_literals lits(tok);
+    static const special_literals lits(tok);
     g_tok = &tok;
     g_lits = &lits;
     return 0;

@@ -9,68 +9,6 @@
 
 namespace magnetar::server {
 
-// ---------------------------------------------------------------------------------------------
-// Special literals
-// ---------------------------------------------------------------------------------------------
-
-special_literals::special_literals(const tokenizer& tok) {
-    for (int32_t id = 0; id < tok.n_vocab(); ++id) {
-        if (!tok.is_special(id)) continue;
-        std::string lit(tok.token_bytes(id));
-        if (lit.empty()) continue;
-        by_first_[static_cast<unsigned char>(lit[0])].emplace_back(std::move(lit), id);
-    }
-    for (auto& v : by_first_) {
-        std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
-            return a.first.size() > b.first.size();
-        });
-    }
-}
-
-std::pair<int32_t, size_t> special_literals::match(std::string_view s, size_t pos) const {
-    const auto& cands = by_first_[static_cast<unsigned char>(s[pos])];
-    const std::string_view rest = s.substr(pos);
-    for (const auto& [lit, id] : cands) {
-        if (rest.size() >= lit.size() && rest.compare(0, lit.size(), lit) == 0) {
-            return {id, lit.size()};
-        }
-    }
-    return {-1, 0};
-}
-
-std::vector<trusted_special> special_literals::find(std::string_view text) const {
-    std::vector<trusted_special> out;
-    for (size_t i = 0; i < text.size();) {
-        if (by_first_[static_cast<unsigned char>(text[i])].empty()) {
-            ++i;
-            continue;
-        }
-        const auto [id, len] = match(text, i);
-        if (id < 0) {
-            ++i;
-            continue;
-        }
-        out.push_back({i, len, id});
-        i += len;
-    }
-    return out;
-}
-
-void encode_trusted(const tokenizer& tok, std::string_view text,
-                    const std::vector<trusted_special>& specials, size_t from,
-                    std::vector<int32_t>& out) {
-    size_t pos = from;
-    auto it = std::lower_bound(specials.begin(), specials.end(), from,
-                               [](const trusted_special& s, size_t off) { return s.offset < off; });
-    for (; it != specials.end(); ++it) {
-        if (it->offset < pos || it->offset + it->len > text.size()) continue;
-        if (it->offset > pos) tok.encode_append(text.substr(pos, it->offset - pos), false, out);
-        out.push_back(it->id);
-        pos = it->offset + it->len;
-    }
-    if (pos < text.size()) tok.encode_append(text.substr(pos), false, out);
-}
-
 bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached, const prompt& in,
                            size_t* cut) {
     const std::string_view text = in.text;
@@ -104,35 +42,6 @@ bool cached_prefix_matches(const tokenizer& tok, std::span<const int32_t> cached
 // Rendering with client spans
 // ---------------------------------------------------------------------------------------------
 
-namespace {
-
-// The special literals of `text` that lie wholly outside the client spans: the template's own
-// control literals. A literal inside, or overlapping, client text is plain text.
-std::vector<trusted_special> template_specials(
-    const special_literals& lits, std::string_view text,
-    const std::vector<std::pair<size_t, size_t>>& client_spans) {
-    std::vector<trusted_special> out;
-    size_t from = 0;
-    auto scan = [&](size_t end) {
-        if (end <= from) return;
-        for (trusted_special s : lits.find(text.substr(from, end - from))) {
-            s.offset += from;
-            out.push_back(s);
-        }
-    };
-    for (const auto& [b, e] : client_spans) {
-        if (b < from || e > text.size() || b > e) {
-            throw Error("prompt: client spans out of order (never expected)");
-        }
-        scan(b);
-        from = e;
-    }
-    scan(text.size());
-    return out;
-}
-
-}  // namespace
-
 prompt build_chat_prompt(const tokenizer& tok, const special_literals& lits,
                          const std::vector<chat::message>& messages, const chat::tool_list& tools,
                          const chat::render_options& options) {
@@ -141,7 +50,7 @@ prompt build_chat_prompt(const tokenizer& tok, const special_literals& lits,
     chat::render_options ro = options;
     ro.client_spans = &spans;
     p.text = chat::render_chat(messages, tools, ro);
-    p.specials = template_specials(lits, p.text, spans);
+    p.specials = specials_outside(lits, p.text, spans);
     encode_trusted(tok, p.text, p.specials, 0, p.tokens);
     return p;
 }
@@ -159,7 +68,7 @@ prompt build_completion_prompt(const tokenizer& tok, const special_literals& lit
     p.text += user_prompt;
     p.text += chat::kAssistant;
     p.text += m == chat::think_mode::nothink ? chat::kThinkEnd : chat::kThinkStart;
-    p.specials = template_specials(lits, p.text, {user});
+    p.specials = specials_outside(lits, p.text, {user});
     encode_trusted(tok, p.text, p.specials, 0, p.tokens);
     return p;
 }

@@ -1,11 +1,11 @@
 // Prompt construction for the server: rendering with untrusted client text, tokenization that
 // keeps client text from injecting control tokens, and the think-mode resolution of a request.
 //
-// Owns: the special-literal matcher (every literal encode_chat() recognises), the trusted
-// literals of a render (those outside client text), "trusted" rendered-chat tokenization,
-// the check of a cached prefix against a prompt, think-mode resolution (protocol §2.1).
-// Does not own: the prompt layout (src/chat/renderer), BPE (src/tokenizer), JSON parsing of
-// requests (api_*.cpp).
+// Owns: the prompt of a request (rendered text, trusted control-token positions, tokens), the
+// check of a cached prefix against a prompt, think-mode resolution (protocol §2.1).
+// Does not own: the prompt layout (src/chat/renderer), the special-literal matcher and trusted
+// tokenization (src/tokenizer/trusted_specials.h, shared with Engine::tokenize_chat), BPE
+// (src/tokenizer), JSON parsing of requests (api_*.cpp).
 //
 // Why spans: the renderer produces one string in which template literals (<｜User｜>,
 // <think>, the DSML markers of a replayed block...) and client text are mixed. Tokenizing it
@@ -29,6 +29,7 @@
 
 #include "chat/message.h"
 #include "chat/renderer.h"
+#include "tokenizer/trusted_specials.h"
 
 namespace magnetar {
 class tokenizer;
@@ -36,39 +37,12 @@ class tokenizer;
 
 namespace magnetar::server {
 
-// A control-token literal found at `offset` in a rendered prompt.
-struct trusted_special {
-    size_t offset = 0;
-    size_t len = 0;
-    int32_t id = -1;
-};
-
-class special_literals {
-  public:
-    explicit special_literals(const tokenizer& tok);
-
-    // The longest special literal starting at s[pos]: {id, length} or {-1, 0}.
-    std::pair<int32_t, size_t> match(std::string_view s, size_t pos) const;
-    // Every special literal of `text`, leftmost-longest, ascending.
-    std::vector<trusted_special> find(std::string_view text) const;
-
-  private:
-    // Literals grouped by first byte, longest first.
-    std::array<std::vector<std::pair<std::string, int32_t>>, 256> by_first_;
-};
-
 // A rendered prompt, its tokens and its trusted control-token positions.
 struct prompt {
     std::string text;
     std::vector<trusted_special> specials;
     std::vector<int32_t> tokens;
 };
-
-// Tokenizes text[from:] with the trusted specials at or after `from` as control tokens and
-// everything else as plain text; appends to `out`.
-void encode_trusted(const tokenizer& tok, std::string_view text,
-                    const std::vector<trusted_special>& specials, size_t from,
-                    std::vector<int32_t>& out);
 
 // Whether `cached` (tokens already evaluated, or stored on disk) may stand for the first bytes
 // of `in`, the prompt being served: its bytes must spell a prefix of in.text, every control
