@@ -36,17 +36,6 @@ std::vector<backend::weight_region> weight_regions(const model& m) {
     return out;
 }
 
-}  // namespace
-
-Engine::Engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
-Engine::~Engine() = default;
-
-const model_info& Engine::info() const {
-    return impl_->info;
-}
-
-namespace {
-
 backend_choice choice_of(const engine_options& opts) {
     backend_choice bc;
     bc.name = opts.backend;
@@ -59,6 +48,13 @@ backend_choice choice_of(const engine_options& opts) {
 }
 
 }  // namespace
+
+Engine::Engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+Engine::~Engine() = default;
+
+const model_info& Engine::info() const {
+    return impl_->info;
+}
 
 status Engine::probe_backend(const engine_options& opts, std::string* description) {
     try {

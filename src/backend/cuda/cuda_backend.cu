@@ -196,15 +196,7 @@ void cuda_backend::place_weights(const std::vector<weight_region>& regions, bool
                            mem.where.c_str(),
                            static_cast<double>(mem.available) / (1024.0 * 1024.0 * 1024.0)));
     }
-    const bool was_quiet = quiet_;
-    quiet_ = quiet_ || quiet;
-    try {
-        for (const weight_region& r : regions) map_host_region(r.data, r.bytes, r.label);
-    } catch (...) {
-        quiet_ = was_quiet;
-        throw;
-    }
-    quiet_ = was_quiet;
+    for (const weight_region& r : regions) map_host_region(r.data, r.bytes, r.label, quiet);
 }
 
 bool cuda_backend::supports(op_kind op) const {
@@ -273,7 +265,8 @@ void cuda_backend::free_buffer(void* base) {
     MAGNETAR_CUDA_CHECK(cudaFree(base));
 }
 
-void cuda_backend::map_host_region(const void* host, size_t bytes, const std::string& label) {
+void cuda_backend::map_host_region(const void* host, size_t bytes, const std::string& label,
+                                   bool quiet) {
     const auto h = reinterpret_cast<uintptr_t>(host);
     auto next = regions_.lower_bound(h);
     const bool overlaps_next = next != regions_.end() && next->first < h + bytes;
@@ -288,7 +281,7 @@ void cuda_backend::map_host_region(const void* host, size_t bytes, const std::st
                            static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0), label.c_str(),
                            cudaGetErrorString(e)));
     }
-    Progress bar("upload " + label, bytes, Progress::Unit::bytes, quiet_);
+    Progress bar("upload " + label, bytes, Progress::Unit::bytes, quiet_ || quiet);
     constexpr size_t kPiece = size_t{64} << 20;
     const auto* src = static_cast<const uint8_t*>(host);
     for (size_t off = 0; off < bytes; off += kPiece) {

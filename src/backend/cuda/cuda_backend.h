@@ -58,7 +58,9 @@ class cuda_backend final : public backend {
     // Copies host bytes [host, host + bytes) to a new device buffer (in 64 MiB pieces, with a
     // progress bar labelled `label` unless quiet); from then on tensors inside that range are
     // read from the copy. Regions must not overlap. Not for the decode loop.
-    void map_host_region(const void* host, size_t bytes, const std::string& label);
+    // quiet: no progress bar for this region (also none when the backend is quiet).
+    void map_host_region(const void* host, size_t bytes, const std::string& label,
+                         bool quiet = false);
     uint64_t mapped_bytes() const { return mapped_bytes_; }
     // The device address of p (a device buffer address is returned unchanged). Aborts with
     // `what` in the message when p is in neither a device buffer nor a mapped region.
