@@ -276,9 +276,10 @@ hparams read_hparams(const gguf::reader& file);
 // Writes general.architecture, general.name and every deepseek4.* (or deepseek41.*) key.
 void write_hparams(gguf::writer& w, const hparams& hp);
 
-// The V4.1 halves (hparams_v41.cpp). read_hparams_v41 reads the proposed deepseek41.* keys,
-// falling back to the ds4 HF-named keys (deepseek41.<hf_key>), the deepseek41.config JSON
-// and the vcruz305 engram.* keys; it fails naming the proposed key when no form is present.
+// The V4.1 halves (hparams_v41.cpp reads, hparams_v41_write.cpp writes). read_hparams_v41 reads the
+// proposed deepseek41.* keys, falling back to the ds4 HF-named keys (deepseek41.<hf_key>), the
+// deepseek41.config JSON and the vcruz305 engram.* keys; it fails naming the proposed key when no
+// form is present.
 hparams read_hparams_v41(const gguf::reader& file);
 void write_hparams_v41(gguf::writer& w, const hparams& hp);
 

@@ -1,4 +1,11 @@
 // The transport guard of `magnetar serve`: see http_guard.h.
+//
+// Owns: the connection stream handed to cpp-httplib (guard_stream: the head read within its
+// size limits and deadlines, the body within its limit and deadline, the response head adjusted
+// for closing and HTTP/1.0 clients, lingering close), the connection loop with the per-client
+// cap (guarded_server), the constant-time key compare and the allocator policy.
+// Does not own: parsing a complete head (http_guard_head.cpp) or the chunked framing decoder
+// (http_guard_internal.h).
 #include "server/http_guard.h"
 
 #include <arpa/inet.h>
@@ -17,17 +24,20 @@
 #include <cstdint>
 #include <cstring>
 
+#include "server/http_guard_internal.h"
+
 namespace magnetar::server {
 
 namespace {
 
+using detail::chunk_decoder;
+using detail::head_error;
+using detail::iequals;
+using detail::parse_head;
+using detail::request_head;
+
 using clock_type = std::chrono::steady_clock;
 
-// Longest header line cpp-httplib accepts (CPPHTTPLIB_HEADER_MAX_LENGTH); longer ones are
-// refused here with 431 instead of its 400.
-constexpr size_t kMaxHeaderLine = CPPHTTPLIB_HEADER_MAX_LENGTH;
-// Chunk-extension and trailer bytes allowed in a chunked body (framing, not data).
-constexpr size_t kMaxChunkFraming = 16 << 10;
 // Bodies at least this large are followed by malloc_trim.
 constexpr size_t kTrimAfterBytes = size_t{1} << 20;
 // Lingering close: after a refusal, read and drop at most this much for at most this long so
@@ -66,29 +76,6 @@ const char* reason_of(int status) {
     }
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-        const auto lo = [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; };
-        if (lo(a[i]) != lo(b[i])) return false;
-    }
-    return true;
-}
-
-bool has_token(std::string_view list, std::string_view token) {
-    size_t pos = 0;
-    while (pos <= list.size()) {
-        size_t end = list.find(',', pos);
-        if (end == std::string_view::npos) end = list.size();
-        std::string_view t = list.substr(pos, end - pos);
-        while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-        while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
-        if (iequals(t, token)) return true;
-        pos = end + 1;
-    }
-    return false;
-}
-
 int ms_until(clock_type::time_point deadline) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
@@ -109,222 +96,6 @@ std::string address_of(const sockaddr_storage& a, int* port) {
         *port = 0;
     }
     return buf;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Chunked framing (RFC 9112 §7.1), byte by byte: used to count and end chunked request bodies
-// and to strip the chunking of responses to HTTP/1.0 clients.
-// ---------------------------------------------------------------------------------------------
-
-class chunk_decoder {
-  public:
-    bool done() const { return st_ == st::done; }
-    bool bad() const { return st_ == st::bad; }
-    uint64_t data_bytes() const { return data_; }
-
-    // Consumes bytes of [p, p + n) up to the end of the message; returns how many. `on_data`
-    // receives the data spans.
-    template <class F>
-    size_t feed(const char* p, size_t n, F&& on_data) {
-        size_t i = 0;
-        while (i < n && st_ != st::done && st_ != st::bad) {
-            const char c = p[i];
-            switch (st_) {
-                case st::size: {
-                    const int d = hex(c);
-                    if (d >= 0 && digits_ < 15) {
-                        size_ = size_ * 16 + static_cast<uint64_t>(d);
-                        ++digits_;
-                    } else if (digits_ > 0 && (c == ';' || c == ' ' || c == '\t')) {
-                        st_ = st::ext;
-                    } else if (digits_ > 0 && c == '\r') {
-                        st_ = st::size_lf;
-                    } else {
-                        st_ = st::bad;
-                    }
-                    ++i;
-                    break;
-                }
-                case st::ext:
-                    if (c == '\r')
-                        st_ = st::size_lf;
-                    else if (++framing_ > kMaxChunkFraming)
-                        st_ = st::bad;
-                    ++i;
-                    break;
-                case st::size_lf:
-                    st_ = c != '\n' ? st::bad : size_ == 0 ? st::trailer_start : st::data;
-                    ++i;
-                    break;
-                case st::data: {
-                    const size_t take = static_cast<size_t>(
-                        std::min<uint64_t>(size_, static_cast<uint64_t>(n - i)));
-                    on_data(p + i, take);
-                    data_ += take;
-                    size_ -= take;
-                    i += take;
-                    if (size_ == 0) st_ = st::data_cr;
-                    break;
-                }
-                case st::data_cr:
-                    st_ = c == '\r' ? st::data_lf : st::bad;
-                    ++i;
-                    break;
-                case st::data_lf:
-                    st_ = c == '\n' ? st::size : st::bad;
-                    digits_ = 0;
-                    ++i;
-                    break;
-                case st::trailer_start:
-                    st_ = c == '\r' ? st::last_lf : st::trailer;
-                    ++i;
-                    break;
-                case st::trailer:
-                    if (c == '\r')
-                        st_ = st::trailer_lf;
-                    else if (++framing_ > kMaxChunkFraming)
-                        st_ = st::bad;
-                    ++i;
-                    break;
-                case st::trailer_lf:
-                    st_ = c == '\n' ? st::trailer_start : st::bad;
-                    ++i;
-                    break;
-                case st::last_lf:
-                    st_ = c == '\n' ? st::done : st::bad;
-                    ++i;
-                    break;
-                case st::done:
-                case st::bad:
-                    break;
-            }
-        }
-        return i;
-    }
-
-  private:
-    enum class st {
-        size,
-        ext,
-        size_lf,
-        data,
-        data_cr,
-        data_lf,
-        trailer_start,
-        trailer,
-        trailer_lf,
-        last_lf,
-        done,
-        bad
-    };
-    static int hex(char c) {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-        return -1;
-    }
-    st st_ = st::size;
-    uint64_t size_ = 0;
-    int digits_ = 0;
-    uint64_t data_ = 0;
-    size_t framing_ = 0;
-};
-
-// ---------------------------------------------------------------------------------------------
-// The request head
-// ---------------------------------------------------------------------------------------------
-
-struct request_head {
-    size_t size = 0;  // bytes of the request line and header block, final CRLF included
-    std::string path;
-    bool http10 = false;
-    bool close = false;  // the client asked to close, or HTTP/1.0 (always closed here)
-    bool chunked = false;
-    bool has_length = false;
-    uint64_t length = 0;
-};
-
-struct head_error {
-    int status = 0;
-    std::string message;
-};
-
-// Parses the complete head in buf[0, end). Strict where cpp-httplib is lenient in ways that
-// could make the two disagree about where the body ends: every line ends with CRLF, no folded
-// lines, no space before a colon, one Content-Length value, Transfer-Encoding only "chunked"
-// and never together with Content-Length.
-head_error parse_head(std::string_view head, const http_limits& lim, request_head* h) {
-    const size_t line_end = head.find("\r\n");
-    const std::string_view line = head.substr(0, line_end);
-    const size_t sp1 = line.find(' ');
-    const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-    if (sp1 == 0 || sp2 == std::string_view::npos || sp2 == sp1 + 1 ||
-        line.find(' ', sp2 + 1) != std::string_view::npos) {
-        return {400, "malformed request line"};
-    }
-    const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    const std::string_view version = line.substr(sp2 + 1);
-    h->path = std::string(target.substr(0, target.find('?')));
-    if (version == "HTTP/1.0") {
-        h->http10 = true;
-        h->close = true;
-    } else if (version != "HTTP/1.1") {
-        return {505, "only HTTP/1.0 and HTTP/1.1 are supported"};
-    }
-    size_t pos = line_end + 2;
-    size_t count = 0;
-    bool te_seen = false;
-    while (pos + 2 < head.size()) {
-        const size_t e = head.find("\r\n", pos);
-        const std::string_view field = head.substr(pos, e - pos);
-        pos = e + 2;
-        if (++count > lim.max_header_count) {
-            return {431, "more than " + std::to_string(lim.max_header_count) + " header fields"};
-        }
-        if (field.size() + 2 > kMaxHeaderLine) {
-            return {431,
-                    "a header field is longer than " + std::to_string(kMaxHeaderLine) + " bytes"};
-        }
-        const size_t colon = field.find(':');
-        if (colon == 0 || colon == std::string_view::npos) return {400, "malformed header field"};
-        const std::string_view name = field.substr(0, colon);
-        if (name.find_first_of(" \t") != std::string_view::npos) {
-            return {400, "malformed header field name"};
-        }
-        std::string_view value = field.substr(colon + 1);
-        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-            value.remove_prefix(1);
-        }
-        while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
-            value.remove_suffix(1);
-        }
-        if (iequals(name, "content-length")) {
-            if (value.empty() || value.size() > 19 ||
-                value.find_first_not_of("0123456789") != std::string_view::npos) {
-                return {400, "invalid Content-Length"};
-            }
-            const uint64_t v = std::stoull(std::string(value));
-            if (h->has_length && v != h->length) return {400, "conflicting Content-Length"};
-            h->has_length = true;
-            h->length = v;
-        } else if (iequals(name, "transfer-encoding")) {
-            if (te_seen || !iequals(value, "chunked")) {
-                return {501, "unsupported Transfer-Encoding (only chunked)"};
-            }
-            te_seen = true;
-            h->chunked = true;
-        } else if (iequals(name, "connection")) {
-            if (has_token(value, "close")) h->close = true;
-        }
-    }
-    if (h->chunked && h->has_length) {
-        return {400, "both Transfer-Encoding and Content-Length"};
-    }
-    if (h->has_length && h->length > lim.max_body_bytes) {
-        return {413,
-                "request body too large (limit " + std::to_string(lim.max_body_bytes) + " bytes)"};
-    }
-    return {};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Independent PyTorch reference of the DeepSeek V4.1 (`deepseek41`) forward pass.
 
 Modules: numerics (bf16 rounding, QDQs, linear classes, RoPE, Sinkhorn, attention core),
-engram (prime search, offsets, n-gram hash), model (hyper-parameters, schedule, weights,
-caches and the token-by-token forward), gguf_writer (writes small random V4.1 models for the
+engram (prime search, offsets, n-gram hash), model_state (hyper-parameters, schedule, weights,
+caches), model (the token-by-token forward; re-exports model_state's names), gguf_writer (writes small random V4.1 models for the
 self-tests). The GGUF reader and the dequantizers are shared with the V4 reference (dsv4_ref).
 """
 
