@@ -108,11 +108,10 @@ class Data:
 FROZEN = ("ffn_gate_tid2eid.weight", "exp_probs_b.bias")
 
 
-def build(template, vocab, n_ctx, init_std):
+def build(hp, w, vocab, n_ctx, init_std):
     """The trainable weights: every float tensor of the template, with the embedding and the
     output head reduced to the vocabulary subset; the hash tables and the routing biases are
     not trained by gradient."""
-    _, hp, w = gguf_io.load(template, torch.float32)
     v = torch.from_numpy(vocab.astype(np.int64))
     g = torch.Generator().manual_seed(1234)
     w["emb"] = torch.randn(len(vocab), hp.n_embd, generator=g) * init_std
@@ -126,7 +125,7 @@ def build(template, vocab, n_ctx, init_std):
         t.requires_grad_(True)
         params[name] = t
     model = v4_model.V4(hp, w, v, n_ctx, torch.float32)
-    return hp, model, params, full_shapes
+    return model, params, full_shapes
 
 
 def param_groups(params, weight_decay):
@@ -310,10 +309,10 @@ def main():
     torch.manual_seed(args.seed)
     torch.set_num_threads(max(1, args.threads))
     rng = np.random.default_rng(args.seed)
-    f, hp, _ = gguf_io.load(args.template, torch.float32)
+    f, hp, w = gguf_io.load(args.template, torch.float32)
     bos = int(f.metadata.get("tokenizer.ggml.bos_token_id", 0))
     data = Data(args.corpus, bos, args.ctx)
-    hp, model, params, full_shapes = build(args.template, data.vocab, args.ctx, args.init_std)
+    model, params, full_shapes = build(hp, w, data.vocab, args.ctx, args.init_std)
     vocab_t = torch.from_numpy(data.vocab.astype(np.int64))
 
     def to_local(tokens):

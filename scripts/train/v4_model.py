@@ -233,7 +233,7 @@ class V4:
 
     # -- attention (§5.3) ------------------------------------------------------------------------
 
-    def attention(self, pfx, il, X, name):
+    def attention(self, pfx, il, X):
         c, w = self.c, self.w
         hp = c.hp
         B, T = X.shape[:2]
@@ -390,7 +390,7 @@ class V4:
         X = e[:, :, None, :].expand(-1, -1, c.n_hc, -1)  # [B, T, n_hc, D]
         for il in range(c.n_layer):
             pfx = f"blk.{il}."
-            X = self.attention(pfx, il, X, pfx)
+            X = self.attention(pfx, il, X)
             X = self.ffn(pfx, il, X, tokens)
         hn = self.head(X, "output_hc", "output_norm.weight")
         if not mtp or "mtp.0.e_proj.weight" not in self.w:
@@ -399,7 +399,7 @@ class V4:
         em = rms_norm(e[:, 1:], w[pre + "enorm.weight"], c.eps) @ w[pre + "e_proj.weight"].t()
         hs = rms_norm(X[:, :-1], w[pre + "hnorm.weight"], c.eps) @ w[pre + "h_proj.weight"].t()
         Xm = em[:, :, None, :] + hs  # [B, T - 1, n_hc, D]
-        Xm = self.attention(pre, c.n_layer, Xm, "mtp.")
+        Xm = self.attention(pre, c.n_layer, Xm)
         Xm = self.ffn(pre, c.n_layer, Xm, tokens[:, 1:])
         return hn, self.head(Xm, pre + "hc_head", pre + "norm.weight")
 

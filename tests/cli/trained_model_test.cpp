@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -22,33 +21,16 @@
 #include "core/paths.h"
 #include "magnetar/engine.h"
 #include "magnetar/session.h"
+#include "support/default_engine.h"
 
 namespace fs = std::filesystem;
 
 namespace magnetar::test {
 namespace {
 
-const std::string& trained_model() {
-    static const std::string path = find_in_ancestors("models/magnetar-tiny.gguf");
-    return path;
+std::string trained_model() {
+    return find_in_ancestors("models/magnetar-tiny.gguf");
 }
-
-const Engine* trained_engine() {
-    static const std::unique_ptr<Engine> engine = [] {
-        std::unique_ptr<Engine> e;
-        engine_options eo;
-        eo.model_path = trained_model();
-        eo.n_threads = 2;
-        if (!eo.model_path.empty()) (void)Engine::load(eo, &e);
-        return e;
-    }();
-    return engine.get();
-}
-
-#define REQUIRE_TRAINED_MODEL()                                                             \
-    do {                                                                                    \
-        if (!trained_engine()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing (setup)"; \
-    } while (0)
 
 // Greedy reply to `prompt`: at most n tokens, stopping at EOS.
 std::string reply(const Engine& e, const std::vector<int32_t>& prompt, int n) {
@@ -60,8 +42,8 @@ std::string reply(const Engine& e, const std::vector<int32_t>& prompt, int n) {
 // list_files / read_file and calculate / get_weather: disabled until a longer-trained model
 // ships (run it with --gtest_also_run_disabled_tests).
 TEST(TrainedModel, DISABLED_CallsTheRightToolOnHeldOutAgentPrompts) {
-    REQUIRE_TRAINED_MODEL();
-    const Engine& e = *trained_engine();
+    MAGNETAR_REQUIRE_DEFAULT_MODEL();
+    const Engine& e = *default_engine();
     const std::string dir =
         (fs::temp_directory_path() / ("magnetar-agent-" + std::to_string(::getpid()))).string();
     const std::string corpus =
@@ -103,8 +85,8 @@ TEST(TrainedModel, DISABLED_CallsTheRightToolOnHeldOutAgentPrompts) {
 }
 
 TEST(TrainedModel, AnswersInEnglishAboutItsDomain) {
-    REQUIRE_TRAINED_MODEL();
-    const Engine& e = *trained_engine();
+    MAGNETAR_REQUIRE_DEFAULT_MODEL();
+    const Engine& e = *default_engine();
     const std::string text =
         reply(e, chat_prompt(e, "Tell me about magnetars.", think_mode::on, 4096), 120);
     const size_t end = text.find("</think>");
