@@ -1,6 +1,7 @@
 #include "core/types.h"
 
 #include <cctype>
+#include <iterator>
 #include <string>
 
 #include "core/error.h"
@@ -9,14 +10,15 @@ namespace magnetar {
 
 namespace {
 
-// The one table of supported types. Order is irrelevant; lookups scan it (11 entries).
+// The one table of supported types. Lookups scan it (11 entries); the order is that of
+// listings (all_type_traits: help texts, `bench kernels`).
 const type_traits kTraits[] = {
     {ggml_type::F32, "f32", 1, 4, false, true},
     {ggml_type::F16, "f16", 1, 2, false, true},
     {ggml_type::BF16, "bf16", 1, 2, false, true},
     {ggml_type::Q8_0, "q8_0", QK8_0, 34, true, false},
-    {ggml_type::Q2_K, "q2_K", QK_K, 84, true, false},
     {ggml_type::Q4_K, "q4_K", QK_K, 144, true, false},
+    {ggml_type::Q2_K, "q2_K", QK_K, 84, true, false},
     {ggml_type::Q8_K, "q8_K", QK_K, 292, true, false},
     {ggml_type::IQ2_XXS, "iq2_xxs", QK_K, 66, true, false},
     {ggml_type::MXFP4, "mxfp4", QK_MXFP4, 17, true, false},
@@ -25,6 +27,10 @@ const type_traits kTraits[] = {
 };
 
 }  // namespace
+
+type_traits_range all_type_traits() {
+    return {std::begin(kTraits), std::end(kTraits)};
+}
 
 const type_traits* find_type_traits(uint32_t id) {
     for (const auto& t : kTraits) {

@@ -42,6 +42,17 @@ struct type_traits {
     bool is_float;         // F32 / F16 / BF16
 };
 
+// Every supported type, in table order (for listings: help texts, benchmarks, tests). A plain
+// range rather than std::span: CUDA translation units include this header as C++17.
+struct type_traits_range {
+    const type_traits* first;
+    const type_traits* last;
+    const type_traits* begin() const { return first; }
+    const type_traits* end() const { return last; }
+    size_t size() const { return static_cast<size_t>(last - first); }
+};
+type_traits_range all_type_traits();
+
 // Traits of a type id as read from a file; nullptr for ids this project does not support.
 const type_traits* find_type_traits(uint32_t id);
 

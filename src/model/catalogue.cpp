@@ -63,7 +63,8 @@ const char* dtype_class_name(dtype_class c) {
 }
 
 bool dtype_class_accepts(dtype_class c, ggml_type t) {
-    const bool is_float = t == ggml_type::F32 || t == ggml_type::F16 || t == ggml_type::BF16;
+    const type_traits* tr = find_type_traits(static_cast<uint32_t>(t));
+    const bool is_float = tr != nullptr && tr->is_float;
     const bool is_weight_quant = t == ggml_type::Q8_0 || t == ggml_type::Q4_K ||
                                  t == ggml_type::Q2_K || t == ggml_type::IQ2_XXS;
     switch (c) {

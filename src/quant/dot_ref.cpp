@@ -10,6 +10,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/iq2_tables.h"
+#include "quant/row_kernels.h"
 
 namespace magnetar {
 
@@ -181,57 +182,47 @@ float dot_iq2_xxs(const void* w, const void* a, int64_t n) {
 
 }  // namespace
 
+namespace quant {
+
+float dot_ref_f32(const void* w, const void* a, int64_t n) {
+    return dot_f32(w, a, n);
+}
+float dot_ref_f16(const void* w, const void* a, int64_t n) {
+    return dot_f16(w, a, n);
+}
+float dot_ref_bf16(const void* w, const void* a, int64_t n) {
+    return dot_bf16(w, a, n);
+}
+float dot_ref_q8_0(const void* w, const void* a, int64_t n) {
+    return dot_q8_0(w, a, n);
+}
+float dot_ref_q2_K(const void* w, const void* a, int64_t n) {
+    return dot_q2_K(w, a, n);
+}
+float dot_ref_q4_K(const void* w, const void* a, int64_t n) {
+    return dot_q4_K(w, a, n);
+}
+float dot_ref_iq2_xxs(const void* w, const void* a, int64_t n) {
+    return dot_iq2_xxs(w, a, n);
+}
+float dot_ref_mxfp4(const void* w, const void* a, int64_t n) {
+    return dot_mxfp4(w, a, n);
+}
+
+}  // namespace quant
+
 ggml_type dot_partner_type(ggml_type weight_type) {
-    switch (weight_type) {
-        case ggml_type::F32:
-            return ggml_type::F32;
-        case ggml_type::F16:
-            return ggml_type::F16;
-        case ggml_type::BF16:
-            return ggml_type::BF16;
-        case ggml_type::Q8_0:
-        case ggml_type::MXFP4:
-            return ggml_type::Q8_0;
-        case ggml_type::Q2_K:
-        case ggml_type::Q4_K:
-        case ggml_type::IQ2_XXS:
-            return ggml_type::Q8_K;
-        case ggml_type::Q8_K:
-        case ggml_type::I8:
-        case ggml_type::I32:
-            break;
-    }
-    MAGNETAR_ASSERT(false, "type has no dot product partner");
-    return weight_type;
+    const scalar_kernels& k = scalar_kernels_of(weight_type);
+    MAGNETAR_ASSERT(k.dot != nullptr, "type has no dot product partner");
+    return k.dot_partner;
 }
 
 float dot_row_ref(ggml_type wt, const void* w, const void* act, int64_t n) {
     MAGNETAR_ASSERT(n % type_traits_of(wt).block_elems == 0,
                     "dot length not a multiple of the block");
-    switch (wt) {
-        case ggml_type::F32:
-            return dot_f32(w, act, n);
-        case ggml_type::F16:
-            return dot_f16(w, act, n);
-        case ggml_type::BF16:
-            return dot_bf16(w, act, n);
-        case ggml_type::Q8_0:
-            return dot_q8_0(w, act, n);
-        case ggml_type::Q2_K:
-            return dot_q2_K(w, act, n);
-        case ggml_type::Q4_K:
-            return dot_q4_K(w, act, n);
-        case ggml_type::IQ2_XXS:
-            return dot_iq2_xxs(w, act, n);
-        case ggml_type::MXFP4:
-            return dot_mxfp4(w, act, n);
-        case ggml_type::Q8_K:
-        case ggml_type::I8:
-        case ggml_type::I32:
-            break;
-    }
-    MAGNETAR_ASSERT(false, "type has no dot product");
-    return 0.0f;
+    const scalar_kernels& k = scalar_kernels_of(wt);
+    MAGNETAR_ASSERT(k.dot != nullptr, "type has no dot product");
+    return k.dot(w, act, n);
 }
 
 }  // namespace magnetar

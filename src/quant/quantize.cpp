@@ -23,6 +23,7 @@
 #include "quant/fp16.h"
 #include "quant/fp8fp4.h"
 #include "quant/iq2_tables.h"
+#include "quant/row_kernels.h"
 
 namespace magnetar {
 
@@ -605,73 +606,59 @@ void quantize_iq2_xxs_row(const float* x, block_iq2_xxs* y, int64_t n, const flo
 
 }  // namespace
 
-bool can_quantize_to(ggml_type t) {
-    switch (t) {
-        case ggml_type::F32:
-        case ggml_type::F16:
-        case ggml_type::BF16:
-        case ggml_type::Q8_0:
-        case ggml_type::Q4_K:
-        case ggml_type::Q2_K:
-        case ggml_type::IQ2_XXS:
-        case ggml_type::MXFP4:
-            return true;
-        case ggml_type::Q8_K:
-        case ggml_type::I8:
-        case ggml_type::I32:
-            return false;
+namespace quant {
+
+void from_float_f32(const float* x, void* y, int64_t n, const float*) {
+    std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
+}
+void from_float_f16(const float* x, void* y, int64_t n, const float*) {
+    auto* out = static_cast<uint8_t*>(y);
+    for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_fp16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
     }
-    return false;
+}
+void from_float_bf16(const float* x, void* y, int64_t n, const float*) {
+    auto* out = static_cast<uint8_t*>(y);
+    for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = f32_to_bf16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+    }
+}
+void from_float_q8_0(const float* x, void* y, int64_t n, const float*) {
+    quantize_q8_0_row(x, static_cast<block_q8_0*>(y), n);
+}
+void from_float_q4_K(const float* x, void* y, int64_t n, const float* imatrix) {
+    quantize_q4_K_row(x, static_cast<block_q4_K*>(y), n, imatrix);
+}
+void from_float_q2_K(const float* x, void* y, int64_t n, const float* imatrix) {
+    quantize_q2_K_row(x, static_cast<block_q2_K*>(y), n, imatrix);
+}
+void from_float_iq2_xxs(const float* x, void* y, int64_t n, const float* imatrix) {
+    quantize_iq2_xxs_row(x, static_cast<block_iq2_xxs*>(y), n, imatrix);
+}
+void from_float_mxfp4(const float* x, void* y, int64_t n, const float*) {
+    quantize_row_mxfp4(x, static_cast<block_mxfp4*>(y), n);
+}
+
+}  // namespace quant
+
+bool can_quantize_to(ggml_type t) {
+    return has_scalar_kernels(t) && scalar_kernels_of(t).from_float != nullptr;
 }
 
 bool quantize_uses_imatrix(ggml_type t) {
-    return t == ggml_type::Q4_K || t == ggml_type::Q2_K || t == ggml_type::IQ2_XXS;
+    return has_scalar_kernels(t) && scalar_kernels_of(t).uses_imatrix;
 }
 
 size_t quantize_rows(ggml_type t, const float* src, void* dst, int64_t n_rows, int64_t n_per_row,
                      const float* imatrix) {
     MAGNETAR_ASSERT(can_quantize_to(t), "quantize_rows: unsupported target type");
+    const from_float_fn from_float = scalar_kernels_of(t).from_float;
     const size_t rb = row_bytes(t, n_per_row);
     auto* out = static_cast<uint8_t*>(dst);
     for (int64_t r = 0; r < n_rows; ++r) {
-        const float* x = src + r * n_per_row;
-        uint8_t* y = out + static_cast<size_t>(r) * rb;
-        switch (t) {
-            case ggml_type::F32:
-                std::memcpy(y, x, rb);
-                break;
-            case ggml_type::F16:
-                for (int64_t i = 0; i < n_per_row; ++i) {
-                    const uint16_t h = f32_to_fp16(x[i]);
-                    std::memcpy(y + 2 * i, &h, 2);
-                }
-                break;
-            case ggml_type::BF16:
-                for (int64_t i = 0; i < n_per_row; ++i) {
-                    const uint16_t h = f32_to_bf16(x[i]);
-                    std::memcpy(y + 2 * i, &h, 2);
-                }
-                break;
-            case ggml_type::Q8_0:
-                quantize_q8_0_row(x, reinterpret_cast<block_q8_0*>(y), n_per_row);
-                break;
-            case ggml_type::Q4_K:
-                quantize_q4_K_row(x, reinterpret_cast<block_q4_K*>(y), n_per_row, imatrix);
-                break;
-            case ggml_type::Q2_K:
-                quantize_q2_K_row(x, reinterpret_cast<block_q2_K*>(y), n_per_row, imatrix);
-                break;
-            case ggml_type::IQ2_XXS:
-                quantize_iq2_xxs_row(x, reinterpret_cast<block_iq2_xxs*>(y), n_per_row, imatrix);
-                break;
-            case ggml_type::MXFP4:
-                quant::quantize_row_mxfp4(x, reinterpret_cast<block_mxfp4*>(y), n_per_row);
-                break;
-            case ggml_type::Q8_K:
-            case ggml_type::I8:
-            case ggml_type::I32:
-                break;
-        }
+        from_float(src + r * n_per_row, out + static_cast<size_t>(r) * rb, n_per_row, imatrix);
     }
     return rb * static_cast<size_t>(n_rows);
 }

@@ -26,6 +26,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/iq2_tables.h"
+#include "quant/row_kernels.h"
 
 namespace magnetar {
 
@@ -324,51 +325,53 @@ void fill_iq2_xxs(Rng& rng, float rms, block_iq2_xxs* y, int64_t nb) {
 
 }  // namespace
 
+namespace quant {
+
+void random_f32(Rng& rng, float rms, void* dst, int64_t n, int32_t) {
+    fill_f32(rng, rms, static_cast<float*>(dst), n);
+}
+void random_f16(Rng& rng, float rms, void* dst, int64_t n, int32_t) {
+    fill_f16(rng, rms, static_cast<uint16_t*>(dst), n);
+}
+void random_bf16(Rng& rng, float rms, void* dst, int64_t n, int32_t) {
+    fill_bf16(rng, rms, static_cast<uint16_t*>(dst), n);
+}
+void random_i32(Rng& rng, float, void* dst, int64_t n, int32_t int_range) {
+    fill_i32(rng, int_range, static_cast<uint8_t*>(dst), n);
+}
+void random_q8_0(Rng& rng, float rms, void* dst, int64_t n, int32_t) {
+    fill_q8_0(rng, rms, static_cast<block_q8_0*>(dst), n / QK8_0);
+}
+void random_q8_K(Rng& rng, float rms, void* dst, int64_t n, int32_t) {
+    fill_q8_K(rng, rms, static_cast<block_q8_K*>(dst), n / QK_K);
+}
+void random_q2_K(Rng& rng, float rms, void* dst, int64_t n, int32_t) {
+    fill_q2_K(rng, rms, static_cast<block_q2_K*>(dst), n / QK_K);
+}
+void random_q4_K(Rng& rng, float rms, void* dst, int64_t n, int32_t) {
+    fill_q4_K(rng, rms, static_cast<block_q4_K*>(dst), n / QK_K);
+}
+void random_iq2_xxs(Rng& rng, float rms, void* dst, int64_t n, int32_t) {
+    fill_iq2_xxs(rng, rms, static_cast<block_iq2_xxs*>(dst), n / QK_K);
+}
+void random_mxfp4(Rng& rng, float rms, void* dst, int64_t n, int32_t) {
+    fill_mxfp4(rng, rms, static_cast<block_mxfp4*>(dst), n / QK_MXFP4);
+}
+void random_i8(Rng& rng, float, void* dst, int64_t n, int32_t) {
+    for (int64_t i = 0; i < n; ++i) {
+        static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(rng.next_u32() >> 24);
+    }
+}
+
+}  // namespace quant
+
 void fill_random_row(ggml_type t, Rng& rng, float rms, void* dst, int64_t n, int32_t int_range) {
     const type_traits& tr = type_traits_of(t);
     MAGNETAR_ASSERT(n >= 0 && n % tr.block_elems == 0,
                     "random_fill: row length not a multiple of the block");
     MAGNETAR_ASSERT(t == ggml_type::I32 || (rms >= 0.0f && rms <= 3.0e38f),
                     "random_fill: rms must be finite and >= 0");
-    const int64_t nb = n / tr.block_elems;
-    switch (t) {
-        case ggml_type::F32:
-            fill_f32(rng, rms, static_cast<float*>(dst), n);
-            return;
-        case ggml_type::F16:
-            fill_f16(rng, rms, static_cast<uint16_t*>(dst), n);
-            return;
-        case ggml_type::BF16:
-            fill_bf16(rng, rms, static_cast<uint16_t*>(dst), n);
-            return;
-        case ggml_type::I32:
-            fill_i32(rng, int_range, static_cast<uint8_t*>(dst), n);
-            return;
-        case ggml_type::Q8_0:
-            fill_q8_0(rng, rms, static_cast<block_q8_0*>(dst), nb);
-            return;
-        case ggml_type::Q8_K:
-            fill_q8_K(rng, rms, static_cast<block_q8_K*>(dst), nb);
-            return;
-        case ggml_type::Q2_K:
-            fill_q2_K(rng, rms, static_cast<block_q2_K*>(dst), nb);
-            return;
-        case ggml_type::Q4_K:
-            fill_q4_K(rng, rms, static_cast<block_q4_K*>(dst), nb);
-            return;
-        case ggml_type::IQ2_XXS:
-            fill_iq2_xxs(rng, rms, static_cast<block_iq2_xxs*>(dst), nb);
-            return;
-        case ggml_type::MXFP4:
-            fill_mxfp4(rng, rms, static_cast<block_mxfp4*>(dst), nb);
-            return;
-        case ggml_type::I8:
-            for (int64_t i = 0; i < n; ++i) {
-                static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(rng.next_u32() >> 24);
-            }
-            return;
-    }
-    MAGNETAR_ASSERT(false, "random_fill: unsupported type");
+    scalar_kernels_of(t).random_row(rng, rms, dst, n, int_range);
 }
 
 }  // namespace magnetar

@@ -151,6 +151,36 @@ TEST(TypeTraits, EveryTypeHasItsScalarKernelRow) {
         EXPECT_EQ(to_float_of(tr->type) != nullptr, tr->is_float || tr->is_quantized);
     }
     EXPECT_EQ(n, 11);
+    EXPECT_EQ(all_type_traits().size(), 11u);
+}
+
+// The columns of quant's table agree with each other: a weight type (one with a reference dot)
+// dequantizes and multiplies with one of the activation formats; a quantization target
+// dequantizes; only K / IQ types take an importance matrix; every type has random rows.
+TEST(TypeTraits, KernelTableColumnsAgree) {
+    int weights = 0;
+    for (const type_traits& tr : all_type_traits()) {
+        SCOPED_TRACE(tr.name);
+        const scalar_kernels& k = scalar_kernels_of(tr.type);
+        EXPECT_EQ(k.type, tr.type);
+        EXPECT_NE(k.random_row, nullptr);
+        if (k.from_float != nullptr) {
+            EXPECT_NE(k.to_float, nullptr);
+        }
+        if (k.uses_imatrix) {
+            EXPECT_EQ(tr.block_elems, static_cast<uint32_t>(QK_K));
+        }
+        if (k.dot == nullptr) continue;
+        ++weights;
+        EXPECT_NE(k.to_float, nullptr);
+        EXPECT_NE(k.from_float, nullptr);
+        const ggml_type p = k.dot_partner;
+        EXPECT_TRUE(p == ggml_type::F32 || p == ggml_type::F16 || p == ggml_type::BF16 ||
+                    p == ggml_type::Q8_0 || p == ggml_type::Q8_K);
+        // Blocks of the partner tile the weight's blocks.
+        EXPECT_EQ(tr.block_elems % type_traits_of(p).block_elems, 0u);
+    }
+    EXPECT_EQ(weights, 8);  // f32 f16 bf16 q8_0 q2_K q4_K iq2_xxs mxfp4
 }
 
 }  // namespace

@@ -120,9 +120,18 @@ double read_pass(thread_pool& pool, const uint8_t* data, size_t bytes) {
     return s;
 }
 
+// Every weight type with CPU kernels (in the type table's order), then the indexer.
+std::vector<std::string> default_types() {
+    std::vector<std::string> out;
+    for (const type_traits& t : all_type_traits()) {
+        if (simd::matmul_at(simd::isa_level::scalar, t.type) != nullptr) out.emplace_back(t.name);
+    }
+    out.emplace_back("indexer");
+    return out;
+}
+
 struct options {
-    std::vector<std::string> types = {"f32",  "f16",     "bf16",  "q8_0",   "q4_K",
-                                      "q2_K", "iq2_xxs", "mxfp4", "indexer"};
+    std::vector<std::string> types = default_types();
     std::vector<int> threads;
     std::string family = "both";
     std::string level = "auto";

@@ -13,7 +13,7 @@
 #include "gen-model/vocab.h"
 #include "gguf/gguf.h"
 #include "model/catalogue.h"
-#include "quant/fp16.h"
+#include "quant/quantize.h"
 #include "quant/random_fill.h"
 
 namespace magnetar::genmodel {
@@ -68,25 +68,8 @@ init_rule rule_for(const hparams& hp, const tensor_spec& s) {
 }
 
 void put_floats(ggml_type t, const std::vector<float>& v, uint8_t* dst) {
-    for (size_t i = 0; i < v.size(); ++i) {
-        switch (t) {
-            case ggml_type::F32:
-                std::memcpy(dst + 4 * i, &v[i], 4);
-                break;
-            case ggml_type::F16: {
-                uint16_t h = f32_to_fp16(v[i]);
-                std::memcpy(dst + 2 * i, &h, 2);
-                break;
-            }
-            case ggml_type::BF16: {
-                uint16_t h = f32_to_bf16(v[i]);
-                std::memcpy(dst + 2 * i, &h, 2);
-                break;
-            }
-            default:
-                MAGNETAR_ASSERT(false, "structured init on a non-float type");
-        }
-    }
+    MAGNETAR_ASSERT(type_traits_of(t).is_float, "structured init on a non-float type");
+    quantize_rows(t, v.data(), dst, 1, static_cast<int64_t>(v.size()), nullptr);
 }
 
 // Fills rows [r0, r0 + nr) of a tensor. Each chunk of rows has its own random stream derived

@@ -29,7 +29,6 @@
 #include "gguf/gguf.h"
 #include "model/catalogue.h"
 #include "quant/blocks.h"
-#include "quant/fp16.h"
 #include "quant/fp8fp4.h"
 #include "quant/quantize.h"
 
@@ -225,38 +224,23 @@ std::vector<uint8_t> encode(const tensor_spec& s, const drawn& d, ggml_type t) {
     }
     const size_t n = d.values.size();
     std::vector<uint8_t> out(static_cast<size_t>(*type_bytes(t, n)));
-    switch (t) {
-        case ggml_type::F32:
-            std::memcpy(out.data(), d.values.data(), n * 4);
-            break;
-        case ggml_type::BF16:
-        case ggml_type::F16:
-            for (size_t i = 0; i < n; ++i) {
-                const uint16_t h =
-                    t == ggml_type::BF16 ? f32_to_bf16(d.values[i]) : f32_to_fp16(d.values[i]);
-                std::memcpy(out.data() + 2 * i, &h, 2);
+    if (t == ggml_type::MXFP4) {
+        // The checkpoint's codes and exponent bytes, repacked: qs[j] = code(j) | code(j+16) << 4.
+        MAGNETAR_ASSERT(d.codes.size() == n, "MXFP4 storage is for FP4 experts");
+        auto* b = reinterpret_cast<block_mxfp4*>(out.data());
+        for (size_t g = 0; g < n / 32; ++g) {
+            b[g].e = d.scales[g];
+            for (int j = 0; j < 16; ++j) {
+                b[g].qs[j] =
+                    static_cast<uint8_t>(d.codes[g * 32 + static_cast<size_t>(j)] |
+                                         (d.codes[g * 32 + static_cast<size_t>(j) + 16] << 4));
             }
-            break;
-        case ggml_type::MXFP4: {
-            // The checkpoint's codes and exponent bytes, repacked: qs[j] = code(j) | code(j+16)
-            // << 4.
-            MAGNETAR_ASSERT(d.codes.size() == n, "MXFP4 storage is for FP4 experts");
-            auto* b = reinterpret_cast<block_mxfp4*>(out.data());
-            for (size_t g = 0; g < n / 32; ++g) {
-                b[g].e = d.scales[g];
-                for (int j = 0; j < 16; ++j) {
-                    b[g].qs[j] =
-                        static_cast<uint8_t>(d.codes[g * 32 + static_cast<size_t>(j)] |
-                                             (d.codes[g * 32 + static_cast<size_t>(j) + 16] << 4));
-                }
-            }
-            break;
         }
-        default:
-            quantize_rows(t, d.values.data(), out.data(), static_cast<int64_t>(n) / row_len,
-                          row_len, nullptr);
-            break;
+        return out;
     }
+    // Float types are converted, the others quantized, by quant's table.
+    quantize_rows(t, d.values.data(), out.data(), static_cast<int64_t>(n) / row_len, row_len,
+                  nullptr);
     return out;
 }
 

@@ -55,11 +55,14 @@ rule parse_rule(const std::string& s) {
     const std::string tn = s.substr(eq + 1);
     const auto t = type_from_name(tn);
     if (pat.empty() || !t || !can_quantize_to(*t)) {
-        throw Error(
-            strfmt("--keep '%s': expected PATTERN or PATTERN=TYPE with TYPE one of f32, f16, bf16, "
-                   "q8_0, q4_K, "
-                   "q2_K, iq2_xxs",
-                   s.c_str()));
+        std::string names;
+        for (const type_traits& tt : all_type_traits()) {
+            if (!can_quantize_to(tt.type)) continue;
+            names += names.empty() ? "" : ", ";
+            names += tt.name;
+        }
+        throw Error(strfmt("--keep '%s': expected PATTERN or PATTERN=TYPE with TYPE one of %s",
+                           s.c_str(), names.c_str()));
     }
     return {pat, false, *t};
 }

@@ -14,6 +14,7 @@
 #include "backend/cpu/simd/simd.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "quant/types.h"
 
 namespace magnetar::backend {
 
@@ -225,16 +226,10 @@ namespace {
 // Quantized weights whose rows the int8-activation kernels take (whole blocks, a kernel at the
 // active level).
 bool q8_path(const tensor& w) {
-    switch (w.type) {
-        case ggml_type::Q8_0:
-        case ggml_type::Q4_K:
-        case ggml_type::Q2_K:
-        case ggml_type::IQ2_XXS:
-        case ggml_type::MXFP4:
-            break;
-        default:
-            return false;
-    }
+    // The int8-activation family serves the weight types whose dot partner is a quantized
+    // activation (Q8_0 or Q8_K, quant's table); the float types keep f32 activations.
+    const scalar_kernels& k = scalar_kernels_of(w.type);
+    if (k.dot == nullptr || !type_traits_of(k.dot_partner).is_quantized) return false;
     const int64_t block = type_traits_of(w.type).block_elems;
     return w.ne[0] % block == 0 && cpu::simd::active_level() != cpu::simd::isa_level::scalar &&
            cpu::simd::q8_matmul_at(cpu::simd::active_level(), w.type) != nullptr;

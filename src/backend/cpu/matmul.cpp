@@ -61,23 +61,12 @@ int64_t matmul_scratch_floats(int64_t n_in) {
 matmul_fn matmul_for(ggml_type t) {
     // AVX2 / AVX-512 kernels when the CPU has them (MAGNETAR_SIMD=off keeps the scalar table).
     if (const matmul_fn fast = simd::simd_matmul_for(t)) return fast;
-    switch (t) {
-        case ggml_type::F32:
-            return matmul_f32;
-        case ggml_type::F16:
-        case ggml_type::BF16:
-        case ggml_type::Q8_0:
-        case ggml_type::Q2_K:
-        case ggml_type::Q4_K:
-        case ggml_type::IQ2_XXS:
-        case ggml_type::MXFP4:
-            return matmul_dequant;
-        case ggml_type::Q8_K:
-        case ggml_type::I8:
-        case ggml_type::I32:
-            return nullptr;
-    }
-    return nullptr;
+    // Scalar path: F32 directly, every other type with a float view through its dequantizer
+    // (quant's table); types without one (Q8_K, I8, I32) are never matmul weights.
+    if (t == ggml_type::F32) return matmul_f32;
+    if (!has_scalar_kernels(t)) return nullptr;
+    const scalar_kernels& k = scalar_kernels_of(t);
+    return k.to_float != nullptr && k.dot != nullptr ? matmul_dequant : nullptr;
 }
 
 }  // namespace magnetar::cpu

@@ -330,14 +330,10 @@ __device__ __forceinline__ int dequant_sub<ggml_type::MXFP4>(const uint8_t* row,
 
 // Element i of a small F32 / F16 / BF16 row (biases, positional tables).
 __device__ __forceinline__ float load_elem(ggml_type t, const uint8_t* row, int64_t i) {
-    switch (t) {
-        case ggml_type::F16:
-            return half_bits_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
-        case ggml_type::BF16:
-            return bf16_bits_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
-        default:
-            return reinterpret_cast<const float*>(row)[i];
-    }
+    // Only float rows reach here (the callers' tensors are F32 / F16 / BF16 by the catalogue).
+    if (t == ggml_type::F16) return half_bits_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
+    if (t == ggml_type::BF16) return bf16_bits_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
+    return reinterpret_cast<const float*>(row)[i];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -140,25 +140,37 @@ void upload_tables() {
     done = true;
 }
 
+// The CUDA type table: one row per weight type with device kernels (its dequant_sub in
+// common.cuh, or IQ2_XXS's above). A new type is one row here.
+struct type_row {
+    ggml_type type;
+    void (*matmul)(const matmul_args& a, cudaStream_t stream);
+    void (*get_rows)(const uint8_t* w, size_t w_nb1, int64_t width, const int32_t* ids, int64_t n,
+                     float* out, int n_rep, cudaStream_t stream);
+};
+
+template <ggml_type T>
+constexpr type_row row_of() {
+    return {T, launch_typed<T>, launch_get_rows_typed<T>};
+}
+
+constexpr type_row kTypes[] = {
+    row_of<ggml_type::F32>(),     row_of<ggml_type::F16>(),   row_of<ggml_type::BF16>(),
+    row_of<ggml_type::Q8_0>(),    row_of<ggml_type::Q4_K>(),  row_of<ggml_type::Q2_K>(),
+    row_of<ggml_type::IQ2_XXS>(), row_of<ggml_type::MXFP4>(),
+};
+
+const type_row* find_row(ggml_type t) {
+    for (const type_row& r : kTypes) {
+        if (r.type == t) return &r;
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 bool matmul_type_supported(ggml_type t) {
-    switch (t) {
-        case ggml_type::F32:
-        case ggml_type::F16:
-        case ggml_type::BF16:
-        case ggml_type::Q8_0:
-        case ggml_type::Q4_K:
-        case ggml_type::Q2_K:
-        case ggml_type::IQ2_XXS:
-        case ggml_type::MXFP4:
-            return true;
-        case ggml_type::Q8_K:
-        case ggml_type::I8:
-        case ggml_type::I32:
-            return false;
-    }
-    return false;
+    return find_row(t) != nullptr;
 }
 
 void init_device_tables() {
@@ -167,65 +179,23 @@ void init_device_tables() {
 
 void launch_matmul(const matmul_args& a, cudaStream_t stream) {
     if (a.n_out == 0 || a.x.rows == 0) return;
-    switch (a.type) {
-        case ggml_type::F32:
-            return launch_typed<ggml_type::F32>(a, stream);
-        case ggml_type::F16:
-            return launch_typed<ggml_type::F16>(a, stream);
-        case ggml_type::BF16:
-            return launch_typed<ggml_type::BF16>(a, stream);
-        case ggml_type::Q8_0:
-            return launch_typed<ggml_type::Q8_0>(a, stream);
-        case ggml_type::Q4_K:
-            return launch_typed<ggml_type::Q4_K>(a, stream);
-        case ggml_type::Q2_K:
-            return launch_typed<ggml_type::Q2_K>(a, stream);
-        case ggml_type::IQ2_XXS:
-            return launch_typed<ggml_type::IQ2_XXS>(a, stream);
-        case ggml_type::MXFP4:
-            return launch_typed<ggml_type::MXFP4>(a, stream);
-        case ggml_type::Q8_K:
-        case ggml_type::I8:
-        case ggml_type::I32:
-            break;
+    const type_row* r = find_row(a.type);
+    if (r == nullptr) {
+        throw Error(
+            strfmt("cuda matmul: no kernel for weight type %s", type_traits_of(a.type).name));
     }
-    throw Error(strfmt("cuda matmul: no kernel for weight type %s", type_traits_of(a.type).name));
+    r->matmul(a, stream);
 }
 
 void launch_get_rows(const uint8_t* w, ggml_type type, size_t w_nb1, int64_t width,
                      const int32_t* ids, int64_t n, float* out, int n_rep, cudaStream_t stream) {
     if (n == 0) return;
-    switch (type) {
-        case ggml_type::F32:
-            return launch_get_rows_typed<ggml_type::F32>(w, w_nb1, width, ids, n, out, n_rep,
-                                                         stream);
-        case ggml_type::F16:
-            return launch_get_rows_typed<ggml_type::F16>(w, w_nb1, width, ids, n, out, n_rep,
-                                                         stream);
-        case ggml_type::BF16:
-            return launch_get_rows_typed<ggml_type::BF16>(w, w_nb1, width, ids, n, out, n_rep,
-                                                          stream);
-        case ggml_type::Q8_0:
-            return launch_get_rows_typed<ggml_type::Q8_0>(w, w_nb1, width, ids, n, out, n_rep,
-                                                          stream);
-        case ggml_type::Q4_K:
-            return launch_get_rows_typed<ggml_type::Q4_K>(w, w_nb1, width, ids, n, out, n_rep,
-                                                          stream);
-        case ggml_type::Q2_K:
-            return launch_get_rows_typed<ggml_type::Q2_K>(w, w_nb1, width, ids, n, out, n_rep,
-                                                          stream);
-        case ggml_type::IQ2_XXS:
-            return launch_get_rows_typed<ggml_type::IQ2_XXS>(w, w_nb1, width, ids, n, out, n_rep,
-                                                             stream);
-        case ggml_type::MXFP4:
-            return launch_get_rows_typed<ggml_type::MXFP4>(w, w_nb1, width, ids, n, out, n_rep,
-                                                           stream);
-        case ggml_type::Q8_K:
-        case ggml_type::I8:
-        case ggml_type::I32:
-            break;
+    const type_row* r = find_row(type);
+    if (r == nullptr) {
+        throw Error(
+            strfmt("cuda get_rows: no kernel for weight type %s", type_traits_of(type).name));
     }
-    throw Error(strfmt("cuda get_rows: no kernel for weight type %s", type_traits_of(type).name));
+    r->get_rows(w, w_nb1, width, ids, n, out, n_rep, stream);
 }
 
 }  // namespace magnetar::cuda

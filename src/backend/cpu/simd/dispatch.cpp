@@ -132,27 +132,8 @@ const char* level_name(isa_level level) {
 namespace detail {
 
 int slot_of(ggml_type t) {
-    switch (t) {
-        case ggml_type::F32:
-            return slot_f32;
-        case ggml_type::F16:
-            return slot_f16;
-        case ggml_type::BF16:
-            return slot_bf16;
-        case ggml_type::Q8_0:
-            return slot_q8_0;
-        case ggml_type::Q4_K:
-            return slot_q4_K;
-        case ggml_type::Q2_K:
-            return slot_q2_K;
-        case ggml_type::IQ2_XXS:
-            return slot_iq2_xxs;
-        case ggml_type::MXFP4:
-            return slot_mxfp4;
-        case ggml_type::Q8_K:
-        case ggml_type::I8:
-        case ggml_type::I32:
-            return -1;
+    for (int slot = 0; slot < n_slots; ++slot) {
+        if (kSlotTypes[slot] == t) return slot;
     }
     return -1;
 }
@@ -294,30 +275,22 @@ size_t act_row_bytes(ggml_type wt, int64_t n) {
 
 void quantize_act(ggml_type wt, const float* x, void* dst, int64_t n, isa_level level) {
     const detail::kernel_table& k = table_of(cpu_supports(level) ? level : isa_level::scalar);
-    switch (dot_partner_type(wt)) {
-        case ggml_type::Q8_0:
-            k.quantize_q8_0(x, dst, n);
-            return;
-        case ggml_type::Q8_K:
-            k.quantize_q8_K(x, dst, n);
-            return;
-        case ggml_type::F16: {
-            auto* h = static_cast<uint16_t*>(dst);
-            for (int64_t i = 0; i < n; ++i) h[i] = f32_to_fp16(x[i]);
-            return;
-        }
-        case ggml_type::BF16: {
-            auto* h = static_cast<uint16_t*>(dst);
-            for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(x[i]);
-            return;
-        }
-        case ggml_type::F32:
-            std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
-            return;
-        default:
-            break;
+    // The partner types are the activation formats (quant/quantize_act.h); a new weight type
+    // reuses one of them.
+    const ggml_type partner = dot_partner_type(wt);
+    if (partner == ggml_type::Q8_0) return k.quantize_q8_0(x, dst, n);
+    if (partner == ggml_type::Q8_K) return k.quantize_q8_K(x, dst, n);
+    auto* h = static_cast<uint16_t*>(dst);
+    if (partner == ggml_type::F16) {
+        for (int64_t i = 0; i < n; ++i) h[i] = f32_to_fp16(x[i]);
+        return;
     }
-    MAGNETAR_ASSERT(false, "quantize_act: no partner type");
+    if (partner == ggml_type::BF16) {
+        for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(x[i]);
+        return;
+    }
+    MAGNETAR_ASSERT(partner == ggml_type::F32, "quantize_act: no partner type");
+    std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
 }
 
 vec_dot_fn vec_dot_at(isa_level level, ggml_type wt) {

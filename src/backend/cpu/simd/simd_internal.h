@@ -16,7 +16,9 @@
 
 namespace magnetar::cpu::simd::detail {
 
-// Weight types with kernels, in table order.
+// Weight types with kernels, in table order: a new type is a slot here and its entry in
+// kSlotTypes; the kernel files fill the slot (f32act_kernels.h, q8act_kernels.h) and the
+// scalar twin fills every slot from quant's table.
 enum type_slot : int {
     slot_f32,
     slot_f16,
@@ -27,6 +29,10 @@ enum type_slot : int {
     slot_iq2_xxs,
     slot_mxfp4,
     n_slots
+};
+inline constexpr ggml_type kSlotTypes[n_slots] = {
+    ggml_type::F32,  ggml_type::F16,  ggml_type::BF16,    ggml_type::Q8_0,
+    ggml_type::Q4_K, ggml_type::Q2_K, ggml_type::IQ2_XXS, ggml_type::MXFP4,
 };
 // The slot of a type, -1 for types without kernels.
 int slot_of(ggml_type t);

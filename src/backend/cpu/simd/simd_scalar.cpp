@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/simd/dot_f32.h"
@@ -72,6 +73,11 @@ void fill_slot(kernel_table& k) {
     k.matmul[Slot] = matmul_wrap<rows_twin>;
     k.dot[Slot] = dot_ref<T>;
     k.q8_matmul[Slot] = q8_rows<T>;
+}
+
+template <size_t... Slot>
+void fill_slots(kernel_table& k, std::index_sequence<Slot...>) {
+    (fill_slot<static_cast<int>(Slot), kSlotTypes[Slot]>(k), ...);
 }
 
 uint64_t stream_sum(const void* data, size_t bytes) {
@@ -140,14 +146,7 @@ uint64_t peak_f32(uint64_t rounds, uint64_t* macs) {
 const kernel_table& table_scalar() {
     static const kernel_table table = [] {
         kernel_table k;
-        fill_slot<slot_f32, ggml_type::F32>(k);
-        fill_slot<slot_f16, ggml_type::F16>(k);
-        fill_slot<slot_bf16, ggml_type::BF16>(k);
-        fill_slot<slot_q8_0, ggml_type::Q8_0>(k);
-        fill_slot<slot_q4_K, ggml_type::Q4_K>(k);
-        fill_slot<slot_q2_K, ggml_type::Q2_K>(k);
-        fill_slot<slot_iq2_xxs, ggml_type::IQ2_XXS>(k);
-        fill_slot<slot_mxfp4, ggml_type::MXFP4>(k);
+        fill_slots(k, std::make_index_sequence<n_slots>{});
         k.quantize_q8_0 = quantize_row_q8_0;
         k.quantize_q8_K = quantize_row_q8_K;
         k.stream_sum = stream_sum;
