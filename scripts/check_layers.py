@@ -6,6 +6,9 @@
 2. Every #include "dir/..." of a file under src/ names a header of its own library or of a
    library it links (directly or through others). Headers under include/magnetar/ (the public
    API's vocabulary) may be included from anywhere.
+3. Every #include "dir/..." of a file under tools/ names a header of include/magnetar/, of
+   tools/, or one that its library exports to tools (magnetar_tool_headers(...) in the CMake
+   files) - every other src/ header is private - and the tool's target links that library.
 
 Library folders come from magnetar_library(name folder) calls plus the libraries whose sources
 are listed by hand (SPECIAL below). Exit status 1 with one line per problem.
@@ -23,6 +26,14 @@ SPECIAL = {
 }
 # Folders that belong to the library of a parent folder (extra sources added by hand).
 MERGED = {"src/backend/cpu/ref": "src/backend/cpu"}
+# The target each tools/ folder's sources are compiled into.
+TOOL_TARGETS = {
+    "tools/cli": "magnetar",
+    "tools/server": "magnetar_server",
+    "tools/gen-model": "magnetar_genmodel",
+    "tools/quantize": "magnetar_quantize_tool",
+    "tools/cuda-bench": "magnetar_cuda_bench",
+}
 
 
 def cmake_text():
@@ -46,13 +57,19 @@ def main():
     for target, folder in SPECIAL.items():
         folders[folder] = target
     targets = set(folders.values())
-    links = {t: set() for t in targets}
+    links = {t: set() for t in targets | set(TOOL_TARGETS.values())}
     for target, body in re.findall(r"target_link_libraries\(\s*(\w+)\s+([^)]*)\)", text):
-        if target not in targets:
+        if target not in links:
             continue
         for item in body.split():
-            if item in targets and item != target:
+            if item in links and item != target:
                 links[target].add(item)
+    exported = {}  # header -> library
+    for target, body in re.findall(r"magnetar_tool_headers\(\s*(\w+)\s+([^)]*)\)", text):
+        if target == "name":
+            continue
+        for h in body.split():
+            exported[h] = target
 
     problems = []
     # 1. No cycle.
@@ -69,7 +86,7 @@ def main():
             visit(u, stack + [t])
         state[t] = 2
 
-    for t in sorted(targets):
+    for t in sorted(links):
         visit(t, [])
 
     reach = {}
@@ -112,10 +129,40 @@ def main():
                 if owner is None or owner == lib or owner in reachable(lib):
                     continue
                 problems.append(f"{rel}: includes {h} of {owner}, which {lib} does not link")
+    # 3. Tools include public, tool-facing or their own headers, of libraries they link.
+    for h, lib in sorted(exported.items()):
+        if not os.path.exists(os.path.join(ROOT, "src", h)):
+            problems.append(f"magnetar_tool_headers({lib}): {h} does not exist")
+        elif library_of(os.path.dirname(os.path.join("src", h))) != lib:
+            problems.append(f"magnetar_tool_headers({lib}): {h} belongs to another library")
+    n_tool_files = 0
+    for folder, tool in sorted(TOOL_TARGETS.items()):
+        for base, _, files in os.walk(os.path.join(ROOT, folder)):
+            for f in sorted(files):
+                if not f.endswith((".h", ".cpp", ".cu", ".cuh")):
+                    continue
+                n_tool_files += 1
+                path = os.path.join(base, f)
+                rel = os.path.relpath(path, ROOT)
+                with open(path, errors="replace") as fh:
+                    body = fh.read()
+                for h in inc.findall(body):
+                    if h.startswith("magnetar/") or os.path.exists(os.path.join(ROOT, "tools", h)):
+                        continue
+                    if not os.path.exists(os.path.join(ROOT, "src", h)):
+                        continue  # a system or generated header
+                    owner = library_of(os.path.dirname(os.path.join("src", h)))
+                    if h not in exported:
+                        problems.append(f"{rel}: includes {h}, private to {owner} "
+                                        f"(not in its magnetar_tool_headers)")
+                    elif owner not in reachable(tool):
+                        problems.append(f"{rel}: includes {h} of {owner}, which {tool} does not link")
     for p in problems:
         print("layers: " + p)
     if not problems:
-        print(f"layers: {len(targets)} libraries, no link cycle, every src/ include follows the links")
+        print(f"layers: {len(targets)} libraries, no link cycle, every src/ include follows the "
+              f"links; {n_tool_files} tool files include only public, tool-facing "
+              f"({len(exported)} headers) or tool headers of libraries they link")
     return 1 if problems else 0
 
 
