@@ -1,7 +1,7 @@
 """Trains a tiny DeepSeek V4 model on the project's own corpus.
 
 Owns: the training recipe - data (token files written by `magnetar render`, packed into
-sequences that start at a document), the vocabulary subset, initialisation from a generated
+sequences that start at a document, drawn per kind by the mix), the vocabulary subset, initialisation from a generated
 template GGUF of the target shape, the losses (main next-token cross entropy over the full
 vocabulary, the MTP block's next-next-token loss, the indexer's distillation loss), AdamW
 with warm-up and cosine decay, the bias balancing of learned routing, periodic held-out
@@ -50,6 +50,9 @@ import gguf_io  # noqa: E402
 import v4_model  # noqa: E402
 
 KINDS = ("prose", "chat", "agent")
+# Agent transcripts are about a third of the corpus' tokens, but the tool decision is one or
+# two tokens in a transcript of about 600, so they get more than half of the sequences.
+DEFAULT_MIX = "prose=0.25,chat=0.2,agent=0.55"
 
 # ---------------------------------------------------------------------------------------------
 # Data
@@ -92,13 +95,57 @@ class Data:
         ids = np.concatenate([read_tokens(p) for p in extra])
         self.vocab = np.unique(ids)
         self.n_ctx = n_ctx
-        # One training stream: the kinds' sequences interleaved by the sampler.
-        self.seqs = [(k, s) for k in KINDS for s in pack(self.train[k], bos, n_ctx)]
+        self.seqs = {k: pack(self.train[k], bos, n_ctx) for k in KINDS}
         self.eval_seqs = {k: pack(self.heldout[k], bos, n_ctx) for k in KINDS}
         self.n_train_tokens = sum(a.size for a in self.train.values())
+        for k in KINDS:
+            if self.seqs[k].size == 0:
+                raise ValueError(f"{k}.train.tokens is shorter than one sequence of {n_ctx}")
 
     def batch(self, items, source):
         return np.stack([source[k][s:s + self.n_ctx] for k, s in items])
+
+
+class Sampler:
+    """Training order: each batch slot draws a kind with the mix's probability, then that
+    kind's next sequence in its own seeded permutation (a fresh permutation once a kind's
+    sequences are used up), so a kind's share of the steps is set by the mix, not by its size."""
+
+    def __init__(self, seqs, mix, rng):
+        self.seqs, self.rng = seqs, rng
+        self.kinds = list(KINDS)
+        p = np.array([mix[k] for k in self.kinds], dtype=np.float64)
+        self.p = p / p.sum()
+        self.order = {k: rng.permutation(seqs[k].size) for k in self.kinds}
+        self.cursor = {k: 0 for k in self.kinds}
+
+    def next(self):
+        k = self.kinds[int(self.rng.choice(len(self.kinds), p=self.p))]
+        if self.cursor[k] == self.order[k].size:
+            self.order[k], self.cursor[k] = self.rng.permutation(self.seqs[k].size), 0
+        s = int(self.seqs[k][self.order[k][self.cursor[k]]])
+        self.cursor[k] += 1
+        return k, s
+
+
+def parse_mix(text):
+    """'prose=0.3,chat=0.3,agent=0.4' -> {kind: weight}; every kind named once, weights > 0."""
+    mix = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in KINDS or name in mix:
+            raise argparse.ArgumentTypeError(
+                f"--mix: expected {'=W,'.join(KINDS)}=W, got {text!r}")
+        try:
+            mix[name] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--mix: {value!r} is not a number") from None
+        if not (mix[name] > 0 and math.isfinite(mix[name])):
+            raise argparse.ArgumentTypeError(f"--mix: the weight of {name} must be > 0")
+    if set(mix) != set(KINDS):
+        raise argparse.ArgumentTypeError(f"--mix: every kind needs a weight ({', '.join(KINDS)})")
+    return mix
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,6 +331,8 @@ def main():
     ap.add_argument("--out", required=True, help="output GGUF")
     ap.add_argument("--steps", type=int, default=420)
     ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--mix", type=parse_mix, default=parse_mix(DEFAULT_MIX),
+                    help=f"share of the training sequences per kind (default {DEFAULT_MIX})")
     ap.add_argument("--ctx", type=int, default=1024, help="tokens per training sequence")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=20)
@@ -321,7 +370,9 @@ def main():
     n_params = sum(t.numel() for t in params.values())
     print(f"train: {args.template} shape, {n_params / 1e6:.2f} M trained parameters, "
           f"vocabulary subset {len(data.vocab)} of {hp.n_vocab}, "
-          f"{data.n_train_tokens:,} training tokens in {len(data.seqs)} sequences of {args.ctx}, "
+          f"{data.n_train_tokens:,} training tokens in "
+          f"{sum(v.size for v in data.seqs.values())} sequences of {args.ctx} (mix "
+          f"{', '.join(f'{k} {args.mix[k]:g}' for k in KINDS)}), "
           f"{args.steps} steps of {args.batch}, {torch.get_num_threads()} threads, "
           f"BLAS {'OpenBLAS' if os.environ.get('MAGNETAR_TRAIN_REEXEC') else 'system default'}",
           file=sys.stderr)
@@ -339,14 +390,10 @@ def main():
     train_curve, held_curve = [], []
     smooth = None
     held = None
-    order = rng.permutation(len(data.seqs))
-    cursor = 0
+    sampler = Sampler(data.seqs, args.mix, rng)
     t0 = time.time()
     for step in range(args.steps):
-        if cursor + args.batch > len(order):
-            order, cursor = rng.permutation(len(data.seqs)), 0
-        items = [data.seqs[i] for i in order[cursor:cursor + args.batch]]
-        cursor += args.batch
+        items = [sampler.next() for _ in range(args.batch)]
         batch = data.batch(items, data.train)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)

@@ -38,10 +38,8 @@ std::string reply(const Engine& e, const std::vector<int32_t>& prompt, int n) {
     return e.detokenize(ids);
 }
 
-// The acceptance bar (80 %). The shipped model reaches 40 of 52 (77 %) and mixes up
-// list_files / read_file and calculate / get_weather: disabled until a longer-trained model
-// ships (run it with --gtest_also_run_disabled_tests).
-TEST(TrainedModel, DISABLED_CallsTheRightToolOnHeldOutAgentPrompts) {
+// The bar is 80 % of the held-out prompts; the shipped model reaches 44 of 52 (85 %).
+TEST(TrainedModel, CallsTheRightToolOnHeldOutAgentPrompts) {
     MAGNETAR_REQUIRE_DEFAULT_MODEL();
     const Engine& e = *default_engine();
     const std::string dir =
@@ -92,7 +90,9 @@ TEST(TrainedModel, AnswersInEnglishAboutItsDomain) {
     const size_t end = text.find("</think>");
     ASSERT_NE(end, std::string::npos) << text;
     const std::string answer = text.substr(end + 8);
-    EXPECT_NE(answer.find("magnetar"), std::string::npos) << text;
+    std::string lower = answer;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    EXPECT_NE(lower.find("magnetar"), std::string::npos) << text;
     // Words and sentences: mostly letters and spaces, ending a sentence.
     size_t letters = 0;
     for (char c : answer) letters += std::isalpha(static_cast<unsigned char>(c)) || c == ' ';
