@@ -14,9 +14,9 @@
 
 namespace magnetar {
 
-namespace {
+namespace quant {
 
-float dot_f32(const void* w, const void* a, int64_t n) {
+float dot_ref_f32(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const float*>(w);
     const auto* y = static_cast<const float*>(a);
     double sum = 0.0;
@@ -24,7 +24,7 @@ float dot_f32(const void* w, const void* a, int64_t n) {
     return static_cast<float>(sum);
 }
 
-float dot_f16(const void* w, const void* a, int64_t n) {
+float dot_ref_f16(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const uint16_t*>(w);
     const auto* y = static_cast<const uint16_t*>(a);
     double sum = 0.0;
@@ -33,7 +33,7 @@ float dot_f16(const void* w, const void* a, int64_t n) {
     return static_cast<float>(sum);
 }
 
-float dot_bf16(const void* w, const void* a, int64_t n) {
+float dot_ref_bf16(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const uint16_t*>(w);
     const auto* y = static_cast<const uint16_t*>(a);
     double sum = 0.0;
@@ -42,7 +42,7 @@ float dot_bf16(const void* w, const void* a, int64_t n) {
     return static_cast<float>(sum);
 }
 
-float dot_q8_0(const void* w, const void* a, int64_t n) {
+float dot_ref_q8_0(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const block_q8_0*>(w);
     const auto* y = static_cast<const block_q8_0*>(a);
     float sum = 0.0f;
@@ -56,7 +56,7 @@ float dot_q8_0(const void* w, const void* a, int64_t n) {
 
 // MXFP4 against Q8_0 (GGML's pairing): per block, the doubled E2M1 values times the int8
 // codes, scaled by 2^(e - 128) and the activation scale.
-float dot_mxfp4(const void* w, const void* a, int64_t n) {
+float dot_ref_mxfp4(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const block_mxfp4*>(w);
     const auto* y = static_cast<const block_q8_0*>(a);
     float sum = 0.0f;
@@ -74,7 +74,7 @@ float dot_mxfp4(const void* w, const void* a, int64_t n) {
 }
 
 // x = d * sc * code - dmin * m per 16 elements; the min term uses the Q8_K block sums.
-float dot_q2_K(const void* w, const void* a, int64_t n) {
+float dot_ref_q2_K(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const block_q2_K*>(w);
     const auto* y = static_cast<const block_q8_K*>(a);
     float sum = 0.0f;
@@ -117,7 +117,7 @@ inline void q4_K_scale_min(int j, const uint8_t* q, int32_t* sc, int32_t* m) {
     }
 }
 
-float dot_q4_K(const void* w, const void* a, int64_t n) {
+float dot_ref_q4_K(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const block_q4_K*>(w);
     const auto* y = static_cast<const block_q8_K*>(a);
     float sum = 0.0f;
@@ -151,7 +151,7 @@ float dot_q4_K(const void* w, const void* a, int64_t n) {
 
 // db = d * (0.5 + s) * 0.25 = d * (2s + 1) / 8: the odd integer 2s+1 stays in the integer
 // sum and the 1/8 is applied once at the end, as GGML does.
-float dot_iq2_xxs(const void* w, const void* a, int64_t n) {
+float dot_ref_iq2_xxs(const void* w, const void* a, int64_t n) {
     const auto* x = static_cast<const block_iq2_xxs*>(w);
     const auto* y = static_cast<const block_q8_K*>(a);
     float sum = 0.0f;
@@ -178,35 +178,6 @@ float dot_iq2_xxs(const void* w, const void* a, int64_t n) {
         sum += d * static_cast<float>(bsum);
     }
     return 0.125f * sum;
-}
-
-}  // namespace
-
-namespace quant {
-
-float dot_ref_f32(const void* w, const void* a, int64_t n) {
-    return dot_f32(w, a, n);
-}
-float dot_ref_f16(const void* w, const void* a, int64_t n) {
-    return dot_f16(w, a, n);
-}
-float dot_ref_bf16(const void* w, const void* a, int64_t n) {
-    return dot_bf16(w, a, n);
-}
-float dot_ref_q8_0(const void* w, const void* a, int64_t n) {
-    return dot_q8_0(w, a, n);
-}
-float dot_ref_q2_K(const void* w, const void* a, int64_t n) {
-    return dot_q2_K(w, a, n);
-}
-float dot_ref_q4_K(const void* w, const void* a, int64_t n) {
-    return dot_q4_K(w, a, n);
-}
-float dot_ref_iq2_xxs(const void* w, const void* a, int64_t n) {
-    return dot_iq2_xxs(w, a, n);
-}
-float dot_ref_mxfp4(const void* w, const void* a, int64_t n) {
-    return dot_mxfp4(w, a, n);
 }
 
 }  // namespace quant
