@@ -24,6 +24,9 @@ struct engine_options {
     std::string model_path;
     std::string
         mtp_path;  // separate MTP GGUF (as published); empty: MTP block of the main file, if any
+    // false: sessions do not run the MTP block (no drafts, a little less work per token), even
+    // when the model has one; model_info::has_mtp is then false.
+    bool use_mtp = true;
     // Compute backend: "cpu" (the default; weights read in place from the mapped file) or
     // "cuda" (builds with the CUDA backend; weights copied to the GPU at load). An unknown
     // name, a backend this build lacks, a missing device, or an op of the model's architecture

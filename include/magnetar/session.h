@@ -21,6 +21,7 @@
 // sessions"); MTP logits and read_state are V4 only.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -84,6 +85,33 @@ struct eval_options {
     bool graph_steps = true;
 };
 
+// Speculative decoding with the MTP block (DeepSeek V4 models that have one; docs/engine.md
+// "Speculative decoding"). The chooser picks the model's token at one position from its logits
+// there: greedy (argmax) or a sampler draw. Drafts are the MTP block's argmax, so keeping a
+// draft exactly when the chooser picks it is the standard acceptance rule: the kept tokens
+// follow the chooser's distribution, and a chooser that depends only on the logits row and its
+// own state gives the tokens of one-at-a-time decoding.
+using token_chooser = std::function<int32_t(std::span<const float> logits)>;
+
+struct speculation_options {
+    int n_draft = 1;  // most MTP drafts after the given token (0: a plain decode step)
+    float min_margin =
+        0.0f;  // drafting stops before a draft whose MTP top-1 - top-2 logit is below
+    int64_t max_keep = INT64_MAX;  // most drafts kept (the caller's remaining token budget)
+    // Called for each draft the chooser picked, in order: false ends the step before it (the
+    // token becomes `next`, unevaluated: EOS, a stop sequence, the length limit). Null: keep.
+    std::function<bool(int32_t token)> keep;
+};
+
+struct speculation_result {
+    std::vector<int32_t> drafts;  // what the MTP block drafted after the token
+    int64_t kept = 0;             // the timeline now ends with the token and drafts[0, kept)
+    int32_t next = -1;            // the chooser's token after them (not evaluated yet)
+    // The rejected drafts crossed a compressor block end (or were two or more): the session
+    // went back to its state before the step and evaluated the kept tokens again.
+    bool replayed = false;
+};
+
 // What sync() did.
 struct sync_result {
     int64_t reused = 0;            // tokens of the new list that were not evaluated again
@@ -110,6 +138,16 @@ class Session {
 
     // Evaluates tokens at positions n_past() .. n_past() + size - 1.
     status eval(std::span<const int32_t> tokens, const eval_options& opts = {});
+    // One speculative decode step: drafts up to so.n_draft tokens after `token` with the MTP
+    // block, evaluates `token` and the drafts in one batch, keeps drafts while choose() of the
+    // logits before each picks it (and so.keep agrees, and fewer than max_keep are kept), and
+    // rolls the rest back. choose() is called once per kept draft plus once more, in
+    // order; *out->next is its last answer. logits() are then those of the last kept position
+    // (with all_logits: one row per evaluated token). Near n_ctx, a chunk end or a checkpoint
+    // position fewer drafts are made. Models without an MTP block, V4.1 models and pipelined
+    // sessions answer status_code::unsupported.
+    status eval_speculative(int32_t token, const speculation_options& so,
+                            const token_chooser& choose, speculation_result* out);
     // Brings the timeline to exactly `tokens` (1 <= size <= n_ctx), evaluating as little as
     // possible: the suffix after the current timeline when it is a prefix of `tokens`, else
     // the suffix after the latest checkpoint inside the common prefix, else everything.

@@ -147,7 +147,7 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     p->info.n_embd = hp.n_embd;
     p->info.n_vocab = hp.n_vocab;
     p->info.n_ctx_train = hp.n_ctx_train;
-    p->info.has_mtp = p->m->weights().mtp.has_value();
+    p->info.has_mtp = opts.use_mtp && p->m->weights().mtp.has_value();
     p->info.n_threads = n_threads;
     if (dist::active() && dist::rank() == 0) {
         if (hp.is_v41()) {

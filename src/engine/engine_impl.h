@@ -74,6 +74,13 @@ struct Session::impl {
     // Runs tokens as chunks ending at absolute multiples of chunk_size (and of the checkpoint
     // interval), taking the automatic checkpoints. Caller holds the eval mutex.
     status eval_locked(std::span<const int32_t> toks, const eval_options& o);
+    // Session::eval_speculative under the eval mutex (src/engine/speculative.cpp).
+    status speculate_locked(int32_t token, const speculation_options& so,
+                            const token_chooser& choose, speculation_result& r);
+    std::vector<float> spec_logits;  // [1 + drafts, n_vocab] rows of a speculative batch
+    std::vector<float> spec_hc;      // [1 + drafts, n_hc*D] their final HC states
+    std::vector<float> draft_row;    // [n_vocab] the MTP logits of one draft step
+    small_copy spec_backup;          // small state before a step that may need a replay
     // eval_locked() of a pipelined session: rank 0's layers here, the rest on the other ranks.
     status eval_pipelined(std::span<const int32_t> toks, const eval_options& o);
 

@@ -2,6 +2,7 @@
 // DeepSeek V4.1 (kv::cache41 + graph::forward41).
 #include "engine/timeline_state.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -12,6 +13,14 @@
 #include "kv/payload41.h"
 
 namespace magnetar {
+
+int timeline_state::draft(const graph::draft_request&, arena&) {
+    throw Error("speculative decoding needs a DeepSeek V4 model with an MTP block");
+}
+
+void timeline_state::set_mtp_state(const float*) {
+    throw Error("speculative decoding needs a DeepSeek V4 model with an MTP block");
+}
 
 namespace {
 
@@ -40,6 +49,29 @@ class v4_timeline final : public timeline_state {
     void save_small(small_copy& out) const override { cache_.save_small(out.floats); }
     void load_small(const small_copy& in, int64_t) override { cache_.load_small(in.floats); }
     bool has_mtp() const override { return cache_.has_mtp(); }
+    int draft(const graph::draft_request& req, arena& ar) override {
+        if (!cache_.has_mtp()) return timeline_state::draft(req, ar);
+        return fwd_.draft(req, cache_, ar);
+    }
+    int64_t hc_row_floats() const override {
+        return static_cast<int64_t>(m_.hp().n_hc) * m_.hp().n_embd;
+    }
+    void set_mtp_state(const float* row) override {
+        if (!cache_.has_mtp()) timeline_state::set_mtp_state(row);
+        be_.upload(cache_.mtp_prev_hc(), row);
+    }
+    bool completes_block(int64_t first, int64_t last) const override {
+        const hparams& hp = m_.hp();
+        const uint32_t l1 = std::min(cache_.layer_end(), hp.n_layer);
+        for (uint32_t il = cache_.layer_begin(); il < l1; ++il) {
+            const int64_t r = hp.compress_ratio(il);
+            if (r == 0) continue;
+            // The first block end at or after `first`: the position p with (p + 1) % r == 0.
+            const int64_t end = (first + r) / r * r - 1;
+            if (end <= last) return true;
+        }
+        return false;
+    }
     void memory(session_memory& m) const override {
         const kv::usage& u = cache_.bytes();
         m.growing_bytes = u.growing_bytes;
@@ -134,6 +166,8 @@ class v41_timeline final : public timeline_state {
         if (static_cast<int64_t>(h.size()) > pos) h.resize(static_cast<size_t>(pos));
     }
     bool has_mtp() const override { return false; }
+    // No speculative steps yet (DSpark drafts are not a session feature): always restore.
+    bool completes_block(int64_t, int64_t) const override { return true; }
     void memory(session_memory& m) const override {
         const kv::usage41& u = cache_.bytes();
         m.growing_bytes = u.global_bytes;

@@ -65,6 +65,17 @@ class timeline_state {
     virtual status read_state(const std::string& name, int64_t n_past, std::vector<float>* data,
                               int64_t* width) const = 0;
 
+    // Speculative decoding (models with an MTP block; the others throw magnetar::Error).
+    // Drafts from the state of the last evaluated position (graph::forward::draft).
+    virtual int draft(const graph::draft_request& req, arena& ar);
+    // Floats of one row of graph::chunk_request::hc_final.
+    virtual int64_t hc_row_floats() const { return 0; }
+    // Makes `row` (one hc_final row) the state the MTP block continues from.
+    virtual void set_mtp_state(const float* row);
+    // Whether a compressor lane of the held layers completes a block at a position in
+    // [first, last]: rolling back over such a position needs the small state of before.
+    virtual bool completes_block(int64_t first, int64_t last) const = 0;
+
     // The V4 cache, for the pipelined (MPI) paths, which run V4 models only; null for V4.1.
     virtual kv::cache* v4_cache() { return nullptr; }
 };

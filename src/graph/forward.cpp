@@ -3,9 +3,11 @@
 #include "graph/forward.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "backend/null_backend.h"
+#include "core/error.h"
 #include "core/format.h"
 #include "graph/context.h"
 
@@ -150,13 +152,43 @@ tensor ids_view(const tensor& ids, int64_t off, int64_t m) {
 // MTP block (spec §5.7, §12.4, §12.5)
 // ---------------------------------------------------------------------------------------------
 
+// The MTP block over the rows of mc (positions mc.p0 ..): hs [m, n_hc*D] the input states,
+// mc.ids the tokens whose embeddings join them. Returns the block's output state [m, n_hc*D].
+tensor mtp_block(chunk_ctx& mc, const model_weights& w, kv::cache& cache, const tensor& hs) {
+    const hparams& hp = mc.hp;
+    const mtp_weights& mw = *w.mtp;
+    const int64_t hc_w = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
+    const int64_t m = mc.n;
+    tensor e = mc.ar.alloc_f32(hp.n_embd, m);  // [m, D]
+    mc.be.get_rows(weight_tensor(w.token_embd), mc.ids, e, 1);
+    mc.be.rms_norm(e, weight_tensor(mw.enorm), e, hp.n_embd, hp.rms_eps);
+    tensor ep = mc.ar.alloc_f32(hp.n_embd, m);  // [m, D]
+    mc.be.matmul(weight_tensor(mw.e_proj), e, ep);
+    const tensor streams = reshape(hs, hp.n_embd, m * hp.n_hc);  // [m*n_hc, D]
+    tensor hn = mc.ar.alloc_f32(hp.n_embd, m * hp.n_hc);         // [m*n_hc, D]
+    mc.be.rms_norm(streams, weight_tensor(mw.hnorm), hn, hp.n_embd, hp.rms_eps);
+    tensor hproj = mc.ar.alloc_f32(hp.n_embd, m * hp.n_hc);  // [m*n_hc, D]
+    mc.be.matmul(weight_tensor(mw.h_proj), hn, hproj);
+    tensor xm = mc.ar.alloc_f32(hc_w, m);  // [m, n_hc*D]
+    tensor tm = mc.ar.alloc_f32(hc_w, m);  // [m, n_hc*D]
+    mc.be.add(hproj, ep, reshape(xm, hp.n_embd, m * hp.n_hc), static_cast<int>(hp.n_hc));
+
+    layer(mc, mw.block, cache.layer(hp.n_layer), xm, tm);
+    mc.prefix = "mtp.";
+    return xm;
+}
+
+head_weights mtp_head(const model_weights& w) {
+    const mtp_weights& mw = *w.mtp;
+    return {mw.hc_head_fn, mw.hc_head_scale, mw.hc_head_base, mw.norm, w.output};
+}
+
 // Advances the MTP block over this chunk. Its row j sits at position q0 + j: the main model's
 // final state at that position with the embedding of the token after it. The state of the
 // chunk's last position waits in the cache for the next token.
 chunk_result mtp(const chunk_ctx& c, const model_weights& w, kv::cache& cache, const tensor& x,
                  const chunk_request& req) {
     const hparams& hp = c.hp;
-    const mtp_weights& mw = *w.mtp;
     const int64_t hc_w = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
     const bool has_prev = c.p0 > 0;
     const int64_t m = has_prev ? c.n : c.n - 1;
@@ -177,25 +209,8 @@ chunk_result mtp(const chunk_ctx& c, const model_weights& w, kv::cache& cache, c
         mc.ids = ids_view(c.ids, has_prev ? 0 : 1, m);
         mc.dump = c.dump;
         mc.prefix = "mtp.";
-
-        tensor e = c.ar.alloc_f32(hp.n_embd, m);  // [m, D]
-        c.be.get_rows(weight_tensor(w.token_embd), mc.ids, e, 1);
-        c.be.rms_norm(e, weight_tensor(mw.enorm), e, hp.n_embd, hp.rms_eps);
-        tensor ep = c.ar.alloc_f32(hp.n_embd, m);  // [m, D]
-        c.be.matmul(weight_tensor(mw.e_proj), e, ep);
-        const tensor streams = reshape(hs, hp.n_embd, m * hp.n_hc);  // [m*n_hc, D]
-        tensor hn = c.ar.alloc_f32(hp.n_embd, m * hp.n_hc);          // [m*n_hc, D]
-        c.be.rms_norm(streams, weight_tensor(mw.hnorm), hn, hp.n_embd, hp.rms_eps);
-        tensor hproj = c.ar.alloc_f32(hp.n_embd, m * hp.n_hc);  // [m*n_hc, D]
-        c.be.matmul(weight_tensor(mw.h_proj), hn, hproj);
-        tensor xm = c.ar.alloc_f32(hc_w, m);  // [m, n_hc*D]
-        tensor tm = c.ar.alloc_f32(hc_w, m);  // [m, n_hc*D]
-        c.be.add(hproj, ep, reshape(xm, hp.n_embd, m * hp.n_hc), static_cast<int>(hp.n_hc));
-
-        layer(mc, mw.block, cache.layer(hp.n_layer), xm, tm);
-        mc.prefix = "mtp.";
-        const head_weights hw{mw.hc_head_fn, mw.hc_head_scale, mw.hc_head_base, mw.norm, w.output};
-        head(mc, hw, xm, req.mtp_logits, false, req.mtp_out);
+        const tensor xm = mtp_block(mc, w, cache, hs);
+        head(mc, mtp_head(w), xm, req.mtp_logits, false, req.mtp_out);
     }
     c.be.copy(view_rows(x, c.n - 1, 1), cache.mtp_prev_hc());
     return res;
@@ -315,12 +330,59 @@ chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
     }
     const head_weights hw{w.output_hc_fn, w.output_hc_scale, w.output_hc_base, w.output_norm,
                           w.output};
+    if (req.hc_final) be_.download(x, req.hc_final);
     head(c, hw, x, req.logits_all, req.logits_last, req.logits);
     ar.reset(mark);
 
     chunk_result res;
     if (req.mtp && w.mtp) res = mtp(c, w, cache, x, req);
     return res;
+}
+
+int forward::draft(const draft_request& req, kv::cache& cache, arena& ar) const {
+    const hparams& hp = m_.hp();
+    const model_weights& w = m_.weights();
+    MAGNETAR_ASSERT(w.mtp && cache.has_mtp() && req.p0 >= 0, "draft: no MTP block or no state");
+    ar.reset();
+    const int64_t hc_w = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
+    const size_t n_vocab = hp.n_vocab;
+    tensor state = ar.alloc_f32(hc_w, 1);  // [1, n_hc*D] the block's next input state
+    be_.copy(cache.mtp_prev_hc(), state);
+    tensor ids = ar.alloc(ggml_type::I32, 1);
+    const size_t mark = ar.mark();
+    int32_t tok = req.token;
+    int made = 0;
+    for (int k = 0; k < req.max_steps; ++k) {
+        be_.upload(ids, &tok);
+        chunk_ctx mc{be_, hp, ar};
+        mc.p0 = req.p0 + k;
+        mc.n = 1;
+        mc.ids = ids;
+        mc.prefix = "mtp.";
+        const tensor out = mtp_block(mc, w, cache, state);
+        be_.copy(out, state);
+        head(mc, mtp_head(w), out, false, true, req.logits);
+        ar.reset(mark);
+        be_.synchronize();
+        // Top two of the row (first maximum wins a tie).
+        int32_t best = 0;
+        float top = req.logits[0];
+        float second = -std::numeric_limits<float>::infinity();
+        for (size_t i = 1; i < n_vocab; ++i) {
+            const float v = req.logits[i];
+            if (v > top) {
+                second = top;
+                top = v;
+                best = static_cast<int32_t>(i);
+            } else if (v > second) {
+                second = v;
+            }
+        }
+        if (top - second < req.min_margin) break;
+        req.drafts[made++] = best;
+        tok = best;
+    }
+    return made;
 }
 
 }  // namespace magnetar::graph

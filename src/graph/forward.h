@@ -57,6 +57,25 @@ struct chunk_request {
     uint32_t layer_end = UINT32_MAX;
     const float* hc_in = nullptr;  // host [n, n_hc*D]
     float* hc_out = nullptr;       // host [n, n_hc*D]
+    // Last stage: the final HC state of every row (before the head), host [n, n_hc*D]; a
+    // speculative step takes the MTP block's next input from the row it keeps.
+    float* hc_final = nullptr;
+};
+
+// Greedy MTP drafting (spec §5.7 recursion, §12.4): step 0 feeds the MTP block the main
+// model's final state at position p0 (the state the cache keeps for the next token) with the
+// embedding of `token`; step k >= 1 feeds the block's own output state of step k - 1 with the
+// embedding of draft k - 1, at position p0 + k. Each step's draft is its argmax (ties to the
+// lower id); drafting stops after max_steps drafts, or before a draft whose top-1 minus top-2
+// logit is below min_margin. The steps write the MTP block's raw ring at p0 .. p0 + k; the
+// next chunk rewrites those rows from the main model's states.
+struct draft_request {
+    int64_t p0 = 0;
+    int32_t token = 0;
+    int max_steps = 0;
+    float min_margin = 0.0f;
+    int32_t* drafts = nullptr;  // host [max_steps]
+    float* logits = nullptr;    // host [n_vocab] scratch (the latest step's MTP logits)
 };
 
 struct chunk_result {
@@ -80,6 +99,8 @@ class forward {
     // Runs one chunk, updating `cache`. Scratch comes from `ar` (reset at the start). Returns
     // what the MTP block produced.
     chunk_result run(const chunk_request& req, kv::cache& cache, arena& ar, dump_sink* dump) const;
+    // Drafts with the MTP block (models with one); returns the number of drafts written.
+    int draft(const draft_request& req, kv::cache& cache, arena& ar) const;
 
   private:
     const model& m_;

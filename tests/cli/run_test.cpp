@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "cli/cli_support.h"
+#include "core/paths.h"
 #include "magnetar/sampler.h"
+#include "support/default_engine.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -99,6 +101,39 @@ TEST(RunText, PromptFileAndDefaultModel) {
     const auto prompt = test::chat_prompt(e, "Tell me a story.", think_mode::on, 256,
                                           "You are a helpful assistant");
     EXPECT_EQ(r.out, bytes_of(e, test::greedy_continuation(e, prompt, 5, 256)) + "\n");
+}
+
+// --mtp-draft on the trained default model (it has an MTP block that has learned something):
+// the text is the same with and without speculation, greedy and seeded sampled, and the MTP line
+// follows the timing line.
+TEST(RunText, MtpDraftKeepsTheOutput) {
+    MAGNETAR_REQUIRE_DEFAULT_MODEL();
+    const std::string m =
+        "-m " + shell_quote(find_in_ancestors("models/magnetar-tiny.gguf")) + " -t 2 ";
+    for (const std::string sampling : {"--temp 0", "--temp 0.8 --seed 7"}) {
+        const std::string args =
+            "run " + m + "-p 'What is a magnetar?' --nothink -n 60 -c 512 " + sampling;
+        const auto plain = run_magnetar(args);
+        ASSERT_EQ(plain.rc, 0) << plain.err;
+        EXPECT_EQ(plain.err.find("mtp: "), std::string::npos) << plain.err;
+        for (const std::string draft : {"1", "2", "3"}) {
+            const auto r = run_magnetar(args + " --mtp-draft " + draft);
+            ASSERT_EQ(r.rc, 0) << r.err;
+            EXPECT_EQ(r.out, plain.out) << sampling << " --mtp-draft " + draft;
+            const char* line = draft == "1" ? " drafts matched the next token (" : " drafts kept (";
+            EXPECT_NE(r.err.find(std::string("mtp: ")), std::string::npos) << r.err;
+            EXPECT_NE(r.err.find(line), std::string::npos) << r.err;
+        }
+    }
+    // A model without an MTP block, and --no-mtp with --mtp-draft, are refused at the start.
+    auto r = run_magnetar("run " + model_arg() + "-p hi -n 4 -c 128 --mtp-draft 2");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("needs an MTP block"), std::string::npos) << r.err;
+    r = run_magnetar("run " + m + "-p hi -n 4 -c 128 --no-mtp --mtp-draft 2");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
+    r = run_magnetar("run " + m + "-p hi -n 4 -c 128 --mtp-draft 17");
+    EXPECT_NE(r.rc, 0);
 }
 
 TEST(RunDiagnostics, DumpTokens) {

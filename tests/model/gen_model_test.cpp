@@ -160,6 +160,34 @@ TEST(GenModel, BadOptionsGiveClearErrors) {
     EXPECT_THROW(genmodel::parse_weight_scheme("q3"), Error);
     o.preset = "flash-layers:0";
     EXPECT_THROW(genmodel::generate(o), Error);
+    o.preset = "v41-tiny";
+    o.mtp = true;
+    try {
+        genmodel::generate(o);
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--mtp adds a DeepSeek V4 MTP block"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+// --mtp adds the MTP block to a preset without one: the tensors of tiny-mtp under the tiny name.
+TEST(GenModel, MtpOptionAddsTheBlock) {
+    genmodel::options o;
+    o.preset = "tiny";
+    o.mtp = true;
+    o.seed = 3;
+    o.output = test::temp_dir() + "/tiny-plus-mtp.gguf";
+    o.quiet = true;
+    genmodel::generate(o);
+    auto m = model::load(o.output);
+    EXPECT_TRUE(m->weights().mtp.has_value());
+    EXPECT_FALSE(model::load(tiny_f32())->weights().mtp.has_value());
+    auto ref = model::load(generate("tiny-mtp", genmodel::weight_scheme::f32, 3));
+    ASSERT_EQ(m->file().tensors().size(), ref->file().tensors().size());
+    for (size_t i = 0; i < ref->file().tensors().size(); ++i)
+        EXPECT_EQ(m->file().tensors()[i].name, ref->file().tensors()[i].name);
 }
 
 }  // namespace

@@ -125,17 +125,79 @@ struct frontier_row {
     double achieved_gbs() const { return (weight_bytes + kv_bytes) * gen_tps() * 1e-9; }
     double prefill_gflops() const { return prefill_s > 0 ? prefill_flops / prefill_s * 1e-9 : 0; }
     projection_output proj;
+    // --mtp-draft >= 2: a plain probe without taps and the speculative probe of the same tokens.
+    double plain_s = 0;
+    double spec_s = 0;
+    int64_t spec_steps = 0;
+    int64_t spec_drafted = 0;
+    int64_t spec_kept = 0;
+    double plain_tps() const { return plain_s > 0 ? gen_tokens / plain_s : 0; }
+    double spec_tps() const { return spec_s > 0 ? gen_tokens / spec_s : 0; }
+    double tokens_per_step() const {
+        return spec_steps > 0 ? static_cast<double>(spec_steps + spec_kept) / spec_steps : 0;
+    }
+    double kept_rate() const {
+        return spec_drafted > 0 ? static_cast<double>(spec_kept) / spec_drafted : 0;
+    }
 };
 
 // The greedy token that is not EOS (first maximum, as Session::argmax).
-int32_t best_non_eos(const Session& s, int32_t eos) {
-    const std::span<const float> l = s.logits();
+int32_t best_non_eos(std::span<const float> l, int32_t eos) {
     int32_t best = -1;
     for (size_t i = 0; i < l.size(); ++i) {
         if (static_cast<int32_t>(i) == eos) continue;
         if (best < 0 || l[i] > l[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
     }
     return best;
+}
+
+// Greedy generation timed twice from the frontier: one eval() per token (no taps), then
+// speculative steps of up to a.mtp_draft tokens. An in-memory checkpoint (which, unlike a
+// payload, holds the MTP block's state) returns to the frontier after each. Throws when the
+// speculative tokens differ from the plain ones (they must not: docs/engine.md).
+void spec_probe(Session& s, const model_bench_args& a, int32_t eos, frontier_row& r) {
+    const int64_t at = s.n_past();
+    check(s.checkpoint());
+    std::vector<int32_t> plain;
+    auto t0 = clock_type::now();
+    for (int64_t i = 0; i < a.gen_tokens; ++i) {
+        const int32_t next = best_non_eos(s.logits(), eos);
+        check(s.eval(std::span<const int32_t>(&next, 1)));
+        plain.push_back(next);
+    }
+    r.plain_s = seconds_since(t0);
+    check(s.rewind(at));
+
+    const token_chooser choose = [eos](std::span<const float> row) {
+        return best_non_eos(row, eos);
+    };
+    speculation_options so;
+    so.n_draft = a.mtp_draft - 1;
+    so.min_margin = a.mtp_margin;
+    std::vector<int32_t> got;
+    t0 = clock_type::now();
+    int32_t id = choose(s.logits());
+    while (static_cast<int64_t>(got.size()) < a.gen_tokens) {
+        so.max_keep = a.gen_tokens - static_cast<int64_t>(got.size()) - 1;
+        speculation_result sr;
+        check(s.eval_speculative(id, so, choose, &sr));
+        got.push_back(id);
+        got.insert(got.end(), sr.drafts.begin(), sr.drafts.begin() + sr.kept);
+        if (!sr.drafts.empty()) {
+            ++r.spec_steps;
+            r.spec_drafted += static_cast<int64_t>(sr.drafts.size());
+            r.spec_kept += sr.kept;
+        }
+        id = sr.next;
+    }
+    r.spec_s = seconds_since(t0);
+    check(s.rewind(at));
+    if (got != plain) {
+        throw std::runtime_error(
+            strfmt("bench: speculative decoding at ctx %lld gave other tokens than plain "
+                   "decoding",
+                   static_cast<long long>(r.ctx)));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -271,6 +333,16 @@ void add_model_bench_flags(CLI::App& app, model_bench_args& a) {
                    "(with --project-base-layers): per-layer cost from the difference");
     app.add_option("--project-base-layers", a.project_base_layers,
                    "Layer count of the --project-base model");
+    app.add_option("--mtp", a.mtp, "Separate MTP GGUF (default: the model's own block)");
+    app.add_option("--mtp-draft", a.mtp_draft,
+                   "N >= 2: also time generation with speculative decoding, up to N tokens a "
+                   "step, against plain decoding of the same tokens (extra CSV columns)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 16));
+    app.add_option("--mtp-margin", a.mtp_margin,
+                   "Stop drafting before a draft whose MTP top-1 minus top-2 logit is below this")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0f, 1000.0f));
     app.add_option(
         "--read-mb", a.read_mb,
         "Buffer of the streaming-read bandwidth measurement, MiB (default: max(512, 16 x LLC))");
@@ -309,9 +381,16 @@ int run_model_bench(const model_bench_args& a) {
     engine_options eo;
     eo.model_path = resolve_model_path(a.model);
     eo.n_threads = a.threads;
+    eo.mtp_path = a.mtp;
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
     const model_info& info = engine->info();
+    const bool speculating = a.mtp_draft >= 2;
+    if (speculating && (!info.has_mtp || info.arch != "deepseek4" || info.n_stages > 1)) {
+        throw std::runtime_error(eo.model_path +
+                                 ": --mtp-draft needs a DeepSeek V4 model with an MTP block "
+                                 "(--mtp FILE) in a single process");
+    }
     if (!info.has_tokenizer) {
         throw std::runtime_error(eo.model_path +
                                  ": the model has no tokenizer, and the walk's "
@@ -358,12 +437,16 @@ int run_model_bench(const model_bench_args& a) {
     std::fprintf(out,
                  "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,"
                  "weight_bytes_per_token,kv_bytes_per_token,achieved_gbs,read_gbs,roofline_ratio,"
-                 "prefill_gflops,dot_gops,prefill_dot_ratio%s\n",
-                 projecting ? ",proj_prefill_tps,proj_gen_tps" : "");
+                 "prefill_gflops,dot_gops,prefill_dot_ratio%s%s\n",
+                 projecting ? ",proj_prefill_tps,proj_gen_tps" : "",
+                 speculating ? ",plain_gen_tps,mtp_gen_tps,mtp_speedup,mtp_tokens_per_step,"
+                               "mtp_kept_rate"
+                             : "");
     std::fflush(out);
 
     const uint64_t work =
-        static_cast<uint64_t>(last) + static_cast<uint64_t>(frontiers.size() * a.gen_tokens);
+        static_cast<uint64_t>(last) +
+        static_cast<uint64_t>(frontiers.size() * a.gen_tokens) * (speculating ? 3 : 1);
     Progress progress("bench", work, Progress::Unit::tokens);
     uint64_t gen_done = 0;
 
@@ -389,6 +472,12 @@ int run_model_bench(const model_bench_args& a) {
             r.prefill_flops += rl.prefill_flops(pos);
         }
 
+        if (speculating) {
+            spec_probe(*session, a, eos, r);
+            gen_done += 2 * static_cast<uint64_t>(a.gen_tokens);
+            progress.update(static_cast<uint64_t>(ctx) + gen_done);
+        }
+
         // Snapshot (untimed), greedy probe (timed), restore (untimed).
         check(session->save_payload(&snapshot));
         expert_counter experts(n_blocks, info.n_layer);
@@ -398,7 +487,7 @@ int run_model_bench(const model_bench_args& a) {
                        const float* data) { experts.add(name, n_rows, width, data); });
         t0 = clock_type::now();
         for (int64_t i = 0; i < a.gen_tokens; ++i) {
-            const int32_t next = best_non_eos(*session, eos);
+            const int32_t next = best_non_eos(session->logits(), eos);
             check(session->eval(std::span<const int32_t>(&next, 1)));
         }
         r.gen_s = seconds_since(t0);
@@ -460,6 +549,11 @@ int run_model_bench(const model_bench_args& a) {
         std::fprintf(out, ",%.2f,%.2f,%.3f", r.prefill_gflops(), dot.int8_gops,
                      dot.int8_gops > 0 ? r.prefill_gflops() / dot.int8_gops : 0.0);
         if (projecting) std::fprintf(out, ",%.2f,%.2f", r.proj.prefill_tps, r.proj.gen_tps);
+        if (speculating) {
+            std::fprintf(out, ",%.2f,%.2f,%.3f,%.3f,%.3f", r.plain_tps(), r.spec_tps(),
+                         r.plain_tps() > 0 ? r.spec_tps() / r.plain_tps() : 0.0,
+                         r.tokens_per_step(), r.kept_rate());
+        }
         std::fprintf(out, "\n");
         std::fflush(out);
         rows.push_back(r);
@@ -477,6 +571,16 @@ int run_model_bench(const model_bench_args& a) {
                      human_bytes(static_cast<uint64_t>(r.weight_bytes)).c_str(),
                      human_bytes(static_cast<uint64_t>(r.kv_bytes)).c_str(), r.achieved_gbs(),
                      bw.gbs > 0 ? r.achieved_gbs() / bw.gbs : 0.0);
+    }
+    if (speculating) {
+        for (const frontier_row& r : rows) {
+            std::fprintf(stderr,
+                         "bench: ctx %6lld  mtp-draft %d: gen %7.2f t/s vs plain %7.2f t/s = "
+                         "%.3fx, %.2f tokens per verify step, %.1f %% of drafts kept\n",
+                         static_cast<long long>(r.ctx), a.mtp_draft, r.spec_tps(), r.plain_tps(),
+                         r.plain_tps() > 0 ? r.spec_tps() / r.plain_tps() : 0.0,
+                         r.tokens_per_step(), 100.0 * r.kept_rate());
+        }
     }
     if (projecting) {
         for (const frontier_row& r : rows) {

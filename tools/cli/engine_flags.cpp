@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "core/format.h"
 
@@ -28,6 +29,40 @@ void add_pipeline_flags(CLI::App& sub, engine_flags& f) {
         ->check(CLI::PositiveNumber);
 }
 
+void add_mtp_flags(CLI::App& sub, engine_flags& f) {
+    auto* mtp = sub.add_option("--mtp", f.mtp,
+                               "Separate MTP GGUF (published layout; default: the model's own "
+                               "MTP block, if any)");
+    auto* no_mtp =
+        sub.add_flag("--no-mtp", f.no_mtp, "Do not run the MTP block, even when the model has one");
+    auto* draft = sub.add_option("--mtp-draft", f.mtp_draft,
+                                 "MTP drafting: 0 off, 1 draft and report agreement only, N >= 2 "
+                                 "speculate up to N tokens a step (greedy and sampled output "
+                                 "unchanged)")
+                      ->capture_default_str()
+                      ->check(CLI::Range(0, 16));
+    sub.add_option("--mtp-margin", f.mtp_margin,
+                   "Stop drafting before a draft whose MTP top-1 minus top-2 logit is below this")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0f, 1000.0f));
+    no_mtp->excludes(mtp)->excludes(draft);
+}
+
+void check_mtp_flags(const engine_flags& f, const model_info& info) {
+    if (f.mtp_draft == 0) return;
+    if (info.arch != "deepseek4") {
+        throw std::runtime_error(info.path + ": --mtp-draft runs on DeepSeek V4 models only (" +
+                                 info.arch + " drafts are not wired up yet)");
+    }
+    if (!info.has_mtp) {
+        throw std::runtime_error(
+            info.path + ": --mtp-draft needs an MTP block: the model has none (add --mtp FILE)");
+    }
+    if (f.mtp_draft >= 2 && info.n_stages > 1) {
+        throw std::runtime_error("--mtp-draft 2 or more does not run across a pipeline yet");
+    }
+}
+
 void add_engine_flags(CLI::App& sub, engine_flags& f) {
     add_backend_flags(sub, f);
     add_pipeline_flags(sub, f);
@@ -43,6 +78,8 @@ void apply_engine_flags(const engine_flags& f, engine_options& eo) {
     eo.pipeline_layers = f.layers;
     eo.pipeline_f32 = f.f32;
     eo.pipeline_chunk = f.chunk;
+    if (!f.mtp.empty()) eo.mtp_path = f.mtp;
+    eo.use_mtp = !f.no_mtp;
 }
 
 void report_engine(const model_info& info) {

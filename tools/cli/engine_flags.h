@@ -18,13 +18,23 @@ struct engine_flags {
     std::string layers = "auto";
     bool f32 = false;
     int64_t chunk = 64;
+    // MTP block and speculative decoding (docs/engine.md "Speculative decoding").
+    std::string mtp;  // separate MTP GGUF; empty: the main file's block, if any
+    bool no_mtp = false;
+    int mtp_draft = 0;  // 0 off, 1 draft and report agreement only, N >= 2 up to N tokens a step
+    float mtp_margin = 0.0f;
 };
 
 // --backend, --device.
 void add_backend_flags(CLI::App& sub, engine_flags& f);
 // --layers, --wire-f32, --pipeline-chunk.
 void add_pipeline_flags(CLI::App& sub, engine_flags& f);
-// Both.
+// --mtp, --no-mtp, --mtp-draft, --mtp-margin.
+void add_mtp_flags(CLI::App& sub, engine_flags& f);
+// Checks the MTP flags against the loaded model: --mtp-draft needs a DeepSeek V4 model with an
+// MTP block, and speculation (>= 2) a single process. Throws std::runtime_error.
+void check_mtp_flags(const engine_flags& f, const model_info& info);
+// Backend and pipeline flags.
 void add_engine_flags(CLI::App& sub, engine_flags& f);
 void apply_engine_flags(const engine_flags& f, engine_options& eo);
 // Prints the backend (when it is not the CPU) and the stage split (when pipelined) to stderr.

@@ -29,6 +29,7 @@ void add_common_flags(CLI::App& sub, common_flags& f) {
                     ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
     sub.add_option("-t,--threads", f.threads, "Threads (default: one per physical core)");
     add_engine_flags(sub, f.engine);
+    add_mtp_flags(sub, f.engine);
     f.n_opt = sub.add_option("-n,--n-predict", f.n_predict,
                              "Most tokens to generate (also capped at the free context - 1)")
                   ->capture_default_str()
@@ -81,6 +82,11 @@ std::unique_ptr<Engine> load_engine(const common_flags& f, bool need_tokenizer) 
         throw std::runtime_error(eo.model_path + ": the model has no tokenizer (tokenizer.ggml.*)");
     }
     return engine;
+}
+
+bool mtp_probe(const common_flags& f, const Engine& engine) {
+    check_mtp_flags(f.engine, engine.info());
+    return f.engine.mtp_draft == 1;
 }
 
 think_mode effective_mode(think_mode requested, int64_t n_ctx, bool warn) {
@@ -255,24 +261,69 @@ status run_generation(Session& s, std::span<const int32_t> prompt, generation& g
     const int64_t n_gen = std::min<int64_t>(g.n_predict, n_ctx - n_prompt - 1);
     sampler smp(g.sampling, s.n_vocab());
     g.seed = smp.seed();
+    g.spec = {};
+    const bool greedy = g.sampling.temperature <= 0;
+    const token_chooser choose = [&smp, greedy](std::span<const float> row) {
+        return greedy ? sampler::argmax(row) : smp.sample(row);
+    };
+    const bool speculate = g.mtp_draft >= 2 && !g.on_step;
+    speculation_options so;
+    so.n_draft = g.mtp_draft - 1;
+    so.min_margin = g.mtp_margin;
+    if (g.stop_at_eos && g.eos >= 0) so.keep = [&g](int32_t t) { return t != g.eos; };
     const auto t2 = clock::now();
     status result;
-    for (int64_t step = 0; step < n_gen; ++step) {
+    // Session::argmax / sample: a pipelined session answers them without fetching the logits.
+    auto choose_here = [&] { return greedy ? s.argmax() : s.sample(smp); };
+    int32_t id = choose_here();
+    // Emits `tok` as generated step `step`; false when generation ends with it.
+    auto emit = [&](int64_t step, int32_t tok) {
+        if (g.on_step) g.on_step(s, step, tok);
+        if (g.stop_at_eos && tok == g.eos) {
+            g.hit_eos = true;
+            return false;
+        }
+        g.tokens.push_back(tok);
+        if (g.on_token) g.on_token(tok);
+        return true;
+    };
+    for (int64_t step = 0; step < n_gen;) {
         if (interrupted()) {
             g.cancelled = true;
             break;
         }
-        const int32_t id = g.sampling.temperature <= 0 ? s.argmax() : s.sample(smp);
-        if (g.on_step) g.on_step(s, step, id);
-        if (g.stop_at_eos && id == g.eos) {
-            g.hit_eos = true;
-            break;
-        }
-        g.tokens.push_back(id);
-        if (g.on_token) g.on_token(id);
-        if (step + 1 < n_gen) {
-            result = s.eval(std::span<const int32_t>(&id, 1));
+        if (!emit(step, id)) break;
+        ++step;
+        if (step >= n_gen) break;
+        if (speculate) {
+            so.max_keep = n_gen - step - 1;
+            speculation_result sr;
+            result = s.eval_speculative(id, so, choose, &sr);
             if (!result.ok()) break;
+            if (!sr.drafts.empty()) {
+                ++g.spec.steps;
+                g.spec.drafted += static_cast<int64_t>(sr.drafts.size());
+                g.spec.kept += sr.kept;
+                g.spec.replays += sr.replayed ? 1 : 0;
+            }
+            bool more = true;
+            for (int64_t j = 0; j < sr.kept && more; ++j) {
+                more = emit(step, sr.drafts[static_cast<size_t>(j)]);
+                if (more) ++step;
+            }
+            if (!more) break;
+            id = sr.next;
+            continue;
+        }
+        result = s.eval(std::span<const int32_t>(&id, 1));
+        if (!result.ok()) break;
+        const int32_t prev_draft = g.mtp_draft == 1 && s.n_mtp_rows() > 0
+                                       ? sampler::argmax(s.mtp_logits_at(s.n_mtp_rows() - 1))
+                                       : -1;
+        id = choose_here();
+        if (prev_draft >= 0) {
+            ++g.spec.probed;
+            g.spec.matched += prev_draft == id ? 1 : 0;
         }
     }
     g.decode_s = std::chrono::duration<double>(clock::now() - t2).count();
@@ -285,6 +336,22 @@ void print_timing(const generation& g) {
     std::fprintf(stderr,
                  "prefill: %.2f t/s, generation: %.2f t/s (%lld prefilled, %zu generated)\n", pre,
                  gen, static_cast<long long>(g.prefilled), g.tokens.size());
+    if (g.spec.steps > 0) {
+        std::fprintf(
+            stderr,
+            "mtp: %lld of %lld drafts kept (%.1f %%), %.2f tokens per verify step, "
+            "%lld replays\n",
+            static_cast<long long>(g.spec.kept), static_cast<long long>(g.spec.drafted),
+            100.0 * static_cast<double>(g.spec.kept) /
+                static_cast<double>(std::max<int64_t>(1, g.spec.drafted)),
+            static_cast<double>(g.spec.steps + g.spec.kept) / static_cast<double>(g.spec.steps),
+            static_cast<long long>(g.spec.replays));
+    } else if (g.spec.probed > 0) {
+        std::fprintf(
+            stderr, "mtp: %lld of %lld drafts matched the next token (%.1f %%)\n",
+            static_cast<long long>(g.spec.matched), static_cast<long long>(g.spec.probed),
+            100.0 * static_cast<double>(g.spec.matched) / static_cast<double>(g.spec.probed));
+    }
     std::fflush(stderr);
 }
 

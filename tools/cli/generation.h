@@ -61,6 +61,10 @@ std::string read_text_file(const std::string& path);
 // tokenizer.ggml.* keys (text prompts); token-id modes pass false.
 std::unique_ptr<Engine> load_engine(const common_flags& f, bool need_tokenizer = true);
 
+// Checks --mtp-draft against the loaded model (an MTP block, a DeepSeek V4 model; throws
+// std::runtime_error otherwise) and returns whether the session needs MTP logits (draft 1).
+bool mtp_probe(const common_flags& f, const Engine& engine);
+
 // Think Max needs this much allocated context (protocol §2.1); below it the CLI warns and
 // uses normal thinking.
 inline constexpr int64_t kThinkMaxMinCtx = 393216;
@@ -124,6 +128,11 @@ struct generation {
     int32_t eos = -1;       // Engine::info().special.eos
     bool stop_at_eos = true;
     bool progress = false;  // prefill bar on stderr (the caller checks for a terminal)
+    // MTP (engine_flags::mtp_draft): 1 compares each MTP draft with the token then chosen (the
+    // session needs session_options::mtp_logits); N >= 2 speculates up to N tokens a step
+    // (Session::eval_speculative; not with on_step, which needs every step's logits).
+    int mtp_draft = 0;
+    float mtp_margin = 0.0f;
     // Called with the session holding the logits of each step and the token chosen from them,
     // before that token is evaluated (EOS included, as the last step).
     std::function<void(const Session& s, int64_t step, int32_t chosen)> on_step;
@@ -137,6 +146,16 @@ struct generation {
     double prefill_s = 0;
     double decode_s = 0;
     uint64_t seed = 0;  // seed of the sampler used
+    // Speculation: verify steps, drafts made and kept, steps that replayed the kept tokens;
+    // with mtp_draft 1, drafts compared and how many matched the chosen token.
+    struct speculation_counts {
+        int64_t steps = 0;
+        int64_t drafted = 0;
+        int64_t kept = 0;
+        int64_t replays = 0;
+        int64_t probed = 0;
+        int64_t matched = 0;
+    } spec;
 };
 
 // Brings `s` to `prompt` (only the new suffix is evaluated), then samples. Returns the
@@ -144,7 +163,8 @@ struct generation {
 // room for one token is status_code::context_full.
 status run_generation(Session& s, std::span<const int32_t> prompt, generation& g);
 
-// "prefill: X t/s, generation: Y t/s (P prefilled, G generated)" on stderr.
+// "prefill: X t/s, generation: Y t/s (P prefilled, G generated)" on stderr, then with MTP
+// "mtp: ..." (drafts kept, mean tokens per step; or the draft agreement of mtp_draft 1).
 void print_timing(const generation& g);
 
 }  // namespace magnetar::cli

@@ -216,6 +216,13 @@ void generate(const options& opts) {
     if (opts.output.empty()) throw Error("gen-model: no output path (-o FILE)");
     bool with_mtp = false;
     const hparams hp = preset_by_name(opts.preset, &with_mtp);
+    if (opts.mtp && hp.is_v41()) {
+        throw Error(
+            strfmt("gen-model: --mtp adds a DeepSeek V4 MTP block; preset '%s' is V4.1 "
+                   "(its DSpark stages come with the preset)",
+                   opts.preset.c_str()));
+    }
+    with_mtp = with_mtp || opts.mtp;
     if (hp.is_v41()) {
         options o = opts;
         if (o.weights == weight_scheme::preset_default) o.weights = weight_scheme::lossless;

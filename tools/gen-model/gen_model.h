@@ -45,6 +45,7 @@ struct options {
     // a tokenizer.json; then the vocabulary becomes DeepSeek's (v41_with_vocab()).
     std::string tokenizer_json;
     bool quiet = false;  // no progress bar
+    bool mtp = false;    // add the MTP block to a V4 preset that has none (tiny-mtp is tiny + mtp)
 };
 
 // Writes the model. Throws magnetar::Error on bad options or I/O errors; on failure no partial
