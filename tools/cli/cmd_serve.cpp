@@ -131,6 +131,14 @@ int serve(args& a) {
     const status st = Engine::load(eo, &engine);
     if (!st.ok()) throw std::runtime_error(st.message());
     report_engine(engine->info());
+    if (a.engine.mtp_draft == 1) {
+        throw std::runtime_error(
+            "--mtp-draft 1 (drafts compared, not used) is a run / chat mode; serve speculates "
+            "with 2 or more");
+    }
+    check_mtp_flags(a.engine, engine->info());
+    a.srv.mtp_draft = a.engine.mtp_draft;
+    a.srv.mtp_margin = a.engine.mtp_margin;
 
     server::server srv(*engine, a.srv);
     if (!srv.start()) {
@@ -163,6 +171,7 @@ action setup(CLI::App& sub) {
                    "Model GGUF (default: $MAGNETAR_MODEL or models/magnetar-tiny.gguf)");
     sub.add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
     add_engine_flags(sub, a->engine);
+    add_mtp_flags(sub, a->engine);
     sub.add_option("-c,--ctx", a->srv.n_ctx, "Context size of the live session (tokens)")
         ->capture_default_str();
     sub.add_option("-n,--tokens", a->srv.default_max_tokens,

@@ -30,6 +30,9 @@ chat::think_mode think_mode_of(const context& ctx, const json& body, bool respon
 // The "arguments" JSON text of a client tool call (a JSON string is taken as the text, any
 // other value is serialised).
 std::string arguments_text(const json& v);
+// The usage extension of a request that ran speculative decoding ("magnetar_speculation":
+// verify steps, drafts, kept drafts, mean tokens per step); null otherwise.
+json speculation_usage(const gen_usage& u);
 // Attaches remembered DSML blocks to the assistant messages (exact replay).
 void attach_replay(context& ctx, std::vector<chat::message>& messages);
 

@@ -28,6 +28,8 @@ json usage_json(const gen_usage& u, bool with_output) {
     j["cache_creation_input_tokens"] = u.prompt_tokens - u.cached_tokens;
     j["cache_read_input_tokens"] = u.cached_tokens;
     j["output_tokens"] = with_output ? u.completion_tokens : 0;
+    if (json x = speculation_usage(u); with_output && !x.is_null())
+        j["magnetar_speculation"] = std::move(x);
     return j;
 }
 

@@ -52,6 +52,17 @@ chat::think_mode think_mode_of(const context& ctx, const json& body, bool respon
     return *mode;
 }
 
+json speculation_usage(const gen_usage& u) {
+    if (u.spec_steps == 0) return nullptr;
+    json x = json::object();
+    x["steps"] = u.spec_steps;
+    x["drafted_tokens"] = u.spec_drafted;
+    x["accepted_tokens"] = u.spec_kept;
+    x["mean_tokens_per_step"] =
+        static_cast<double>(u.spec_steps + u.spec_kept) / static_cast<double>(u.spec_steps);
+    return x;
+}
+
 std::string arguments_text(const json& v) {
     if (v.is_string()) return v.get<std::string>();
     return v.dump();
@@ -119,6 +130,7 @@ json usage_json(const gen_usage& u) {
     j["completion_tokens"] = u.completion_tokens;
     j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
     j["prompt_tokens_details"] = d;
+    if (json x = speculation_usage(u); !x.is_null()) j["magnetar_speculation"] = std::move(x);
     return j;
 }
 

@@ -72,6 +72,7 @@ json usage_json(const gen_usage& u) {
     j["input_tokens_details"] = in;
     j["output_tokens"] = u.completion_tokens;
     j["output_tokens_details"] = out;
+    if (json x = speculation_usage(u); !x.is_null()) j["magnetar_speculation"] = std::move(x);
     j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
     return j;
 }

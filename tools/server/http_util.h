@@ -58,6 +58,8 @@ struct server_options {
     // Test hook: worker_options::before_job.
     std::function<void()> test_before_job;
     disk_cache_options disk;  // --kv-disk-dir and the kv-cache knobs
+    int mtp_draft = 0;        // --mtp-draft (worker_options)
+    float mtp_margin = 0.0f;  // --mtp-margin
 };
 
 // Per-endpoint HTTP counters for /metrics.

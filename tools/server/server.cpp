@@ -41,7 +41,7 @@ api_style style_of(const std::string& path) {
 struct server::impl {
     impl(const Engine& e, server_options o)
         : work(e, worker_options{o.n_ctx, o.queue_size, o.exact_replay, o.replay_max_ids, o.disk,
-                                 o.test_before_job}),
+                                 o.test_before_job, o.mtp_draft, o.mtp_margin}),
           ctx{e, *e.vocab(), special_literals(*e.vocab()), o, work, stats, responses} {}
 
     worker work;
@@ -129,6 +129,18 @@ std::string server::metrics_text() const {
            pre_s > 0 ? static_cast<double>(w.prefill_tokens.load()) / pre_s : 0.0);
     metric("magnetar_decode_tokens_per_second", "gauge", "Decode speed over the server's life.",
            dec_s > 0 ? static_cast<double>(w.generated_tokens.load()) / dec_s : 0.0);
+    metric("magnetar_mtp_steps_total", "counter",
+           "Speculative decode steps that verified at least one MTP draft.",
+           static_cast<double>(w.spec_steps.load()));
+    metric("magnetar_mtp_drafted_tokens_total", "counter", "MTP drafts verified.",
+           static_cast<double>(w.spec_drafted.load()));
+    metric("magnetar_mtp_accepted_tokens_total", "counter", "MTP drafts kept.",
+           static_cast<double>(w.spec_kept.load()));
+    metric("magnetar_mtp_acceptance_ratio", "gauge",
+           "Kept / verified MTP drafts over the server's life.",
+           w.spec_drafted.load() > 0 ? static_cast<double>(w.spec_kept.load()) /
+                                           static_cast<double>(w.spec_drafted.load())
+                                     : 0.0);
     metric("magnetar_queue_depth", "gauge", "Jobs waiting for the worker.",
            static_cast<double>(impl_->work.queue_depth()));
     metric("magnetar_queue_rejected_total", "counter", "Requests refused with 503 (queue full).",

@@ -70,6 +70,10 @@ struct gen_usage {
     int64_t cached_tokens = 0;      // R: tokens reused
     int64_t completion_tokens = 0;  // C: generated tokens (EOS excluded)
     int64_t reasoning_tokens = 0;   // of C: tokens sampled before </think> closed (included)
+    // Speculative decoding (--mtp-draft >= 2): verify steps that drafted, drafts, drafts kept.
+    int64_t spec_steps = 0;
+    int64_t spec_drafted = 0;
+    int64_t spec_kept = 0;
 };
 
 struct gen_result {
@@ -142,6 +146,10 @@ struct worker_options {
     // Test hook: called at the start of every job, before the prompt is synchronised (it may
     // throw, as an allocation deep in the engine would).
     std::function<void()> before_job;
+    // Speculative decoding with the MTP block (Session::eval_speculative): up to mtp_draft
+    // tokens a step when >= 2, for greedy and sampled requests alike (docs/server.md).
+    int mtp_draft = 0;
+    float mtp_margin = 0.0f;
 };
 
 // Monotonic counters for /metrics.
@@ -162,6 +170,9 @@ struct worker_stats {
     std::atomic<uint64_t> disk_hits{0};
     std::atomic<uint64_t> disk_saves{0};
     std::atomic<uint64_t> disk_loaded_tokens{0};
+    std::atomic<uint64_t> spec_steps{0};
+    std::atomic<uint64_t> spec_drafted{0};
+    std::atomic<uint64_t> spec_kept{0};
 };
 
 class worker {
