@@ -72,6 +72,7 @@ struct model_info {
     uint64_t n_ctx_train = 0;
     uint64_t weight_bytes = 0;  // tensor data of the main file
     bool has_mtp = false;
+    bool has_dspark = false;  // V4.1 DSpark draft stages (session_options::drafts)
     bool has_tokenizer = false;
     special_tokens special;
     int n_threads = 0;

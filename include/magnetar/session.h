@@ -39,6 +39,9 @@ struct session_options {
     int64_t chunk_size = 2048;  // prefill batch size (capped at n_ctx)
     bool all_logits = false;    // keep the logits of every position of an eval (else the last)
     bool mtp_logits = false;    // compute the MTP block's draft logits (models with MTP)
+    // DeepSeek V4.1: hold the DSpark stages' rings so that eval_speculative can draft (V4
+    // sessions always run their MTP block). A model without DSpark stages is refused.
+    bool drafts = false;
     // In-memory checkpoints: one whenever the timeline reaches an absolute multiple of
     // checkpoint_interval tokens (0: none), the latest max_checkpoints kept.
     int64_t checkpoint_interval = 2048;
@@ -144,8 +147,9 @@ class Session {
     // rolls the rest back. choose() is called once per kept draft plus once more, in
     // order; *out->next is its last answer. logits() are then those of the last kept position
     // (with all_logits: one row per evaluated token). Near n_ctx, a chunk end or a checkpoint
-    // position fewer drafts are made. Models without an MTP block, V4.1 models and pipelined
-    // sessions answer status_code::unsupported.
+    // position fewer drafts are made. DeepSeek V4.1 sessions created with drafts draft one
+    // DSpark block instead. V4 models without an MTP block, V4.1 sessions without drafts and
+    // pipelined sessions answer status_code::unsupported.
     status eval_speculative(int32_t token, const speculation_options& so,
                             const token_chooser& choose, speculation_result* out);
     // Brings the timeline to exactly `tokens` (1 <= size <= n_ctx), evaluating as little as

@@ -148,6 +148,7 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     p->info.n_vocab = hp.n_vocab;
     p->info.n_ctx_train = hp.n_ctx_train;
     p->info.has_mtp = opts.use_mtp && p->m->weights().mtp.has_value();
+    p->info.has_dspark = opts.use_mtp && hp.is_v41() && p->m->has_draft();
     p->info.n_threads = n_threads;
     if (dist::active() && dist::rank() == 0) {
         if (hp.is_v41()) {
@@ -298,10 +299,10 @@ struct session_footprint {
 };
 
 session_footprint footprint(const hparams& hp, const backend::backend& be, int64_t n_ctx,
-                            bool with_mtp, uint32_t l0, uint32_t l1) {
+                            bool with_mtp, uint32_t l0, uint32_t l1, bool with_dspark) {
     session_footprint f;
     if (hp.is_v41()) {
-        f.cache = kv::cache41::buffer_bytes(hp, n_ctx, false);
+        f.cache = kv::cache41::buffer_bytes(hp, n_ctx, with_dspark);
         f.scratch = be.reserve_bytes(graph::forward41_limits(hp, n_ctx));
     } else {
         f.cache = kv::cache::buffer_bytes(hp, n_ctx, with_mtp, l0, l1);
@@ -339,6 +340,11 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         return {status_code::unsupported,
                 "session: MTP logits requested but the model has no MTP block"};
     }
+    const bool dspark = hp.is_v41() && opts.drafts;
+    if (dspark && !impl_->info.has_dspark) {
+        return {status_code::unsupported,
+                "session: drafts requested but the model has no DSpark draft stages"};
+    }
     std::lock_guard<std::mutex> lock(impl_->eval_mutex);
     auto s = std::make_unique<Session::impl>();
     s->eng = impl_.get();
@@ -370,7 +376,7 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
     const backend::memory_info mem = impl_->be->memory();
     session_footprint fp;
     try {
-        fp = footprint(hp, *impl_->be, opts.n_ctx, impl_->info.has_mtp, l0, l1);
+        fp = footprint(hp, *impl_->be, opts.n_ctx, impl_->info.has_mtp, l0, l1, dspark);
     } catch (const Error& e) {
         return {status_code::invalid_argument, strfmt("session: context too large: %s", e.what())};
     }
@@ -395,7 +401,7 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
     }
     try {
         s->tl = hp.is_v41()
-                    ? make_v41_timeline(*impl_->m, be, opts.n_ctx)
+                    ? make_v41_timeline(*impl_->m, be, opts.n_ctx, dspark)
                     : make_v4_timeline(*impl_->m, be, opts.n_ctx, impl_->info.has_mtp, l0, l1);
         // Size the scratch arena: the forward pass of the largest chunk, with every optional
         // output on, run against a backend that executes nothing.

@@ -42,11 +42,12 @@ status Session::eval_speculative(int32_t token, const speculation_options& so,
         return {status_code::unsupported,
                 "speculative decoding does not run across a pipeline (mpirun) yet"};
     }
-    if (!s.tl->has_mtp()) {
+    if (!s.tl->can_draft()) {
         return {status_code::unsupported,
                 s.eng->info.arch == "deepseek4"
                     ? "speculative decoding needs an MTP block: this model has none (--mtp FILE)"
-                    : "speculative decoding runs on DeepSeek V4 models with an MTP block only"};
+                    : "speculative decoding of a DeepSeek V4.1 model needs a session created "
+                      "with session_options::drafts (and a model with DSpark stages)"};
     }
     std::lock_guard<std::mutex> lock(s.eng->eval_mutex);
     return s.speculate_locked(token, so, choose, r);
@@ -112,8 +113,8 @@ status Session::impl::speculate_locked(int32_t token, const speculation_options&
     req.tokens = batch.data();
     req.logits_all = true;
     req.logits = spec_logits.data();
-    req.mtp = true;
-    req.hc_final = spec_hc.data();
+    req.mtp = tl->has_mtp();  // V4: the MTP block advances over the batch
+    req.hc_final = hc_w > 0 ? spec_hc.data() : nullptr;
     auto run = [&] {
         try {
             tl->run(req, ar, nullptr);

@@ -135,8 +135,12 @@ class v4_timeline final : public timeline_state {
 
 class v41_timeline final : public timeline_state {
   public:
-    v41_timeline(const model& m, backend::backend& be, int64_t n_ctx)
-        : m_(m), be_(be), cache_(be, m.hp(), n_ctx, false), fwd_(m, be) {
+    v41_timeline(const model& m, backend::backend& be, int64_t n_ctx, bool with_dspark)
+        : m_(m),
+          be_(be),
+          cache_(be, m.hp(), n_ctx, with_dspark),
+          fwd_(m, be),
+          dspark_(with_dspark) {
         be.reserve(graph::forward41_limits(m.hp(), n_ctx));
     }
 
@@ -154,7 +158,7 @@ class v41_timeline final : public timeline_state {
         }
     }
     size_t arena_bytes(int64_t chunk, bool logits_all) override {
-        return graph::forward41_scratch_bytes(m_, cache_.n_ctx(), chunk, logits_all);
+        return graph::forward41_scratch_bytes(m_, cache_.n_ctx(), chunk, logits_all, dspark_);
     }
     // The packed rows are append-only and never read past what the timeline wrote.
     void clear() override { cache_.clear_small(); }
@@ -166,7 +170,23 @@ class v41_timeline final : public timeline_state {
         if (static_cast<int64_t>(h.size()) > pos) h.resize(static_cast<size_t>(pos));
     }
     bool has_mtp() const override { return false; }
-    // No speculative steps yet (DSpark drafts are not a session feature): always restore.
+    bool can_draft() const override { return dspark_; }
+    // One DSpark block (spec v41.md §3.10) after the last position, at temperature 0.
+    int draft(const graph::draft_request& req, arena& ar) override {
+        if (!dspark_) return timeline_state::draft(req, ar);
+        const graph::draft41 d = fwd_.draft(req.p0, req.token, cache_, ar);
+        const size_t V = m_.hp().n_vocab;
+        int made = 0;
+        for (size_t k = 1; k < d.tokens.size() && made < req.max_steps; ++k) {
+            float margin = 0.0f;
+            graph::argmax_margin(d.logits.data() + (k - 1) * V, V, &margin);
+            if (margin < req.min_margin) break;
+            req.drafts[made++] = d.tokens[k];
+        }
+        return made;
+    }
+    // Any rejection restores the small state of before the step and evaluates the kept tokens
+    // again (the window rings, pending groups and Engram history roll back that way).
     bool completes_block(int64_t, int64_t) const override { return true; }
     void memory(session_memory& m) const override {
         const kv::usage41& u = cache_.bytes();
@@ -202,6 +222,7 @@ class v41_timeline final : public timeline_state {
     backend::backend& be_;
     kv::cache41 cache_;
     graph::forward41 fwd_;
+    bool dspark_;
 };
 
 }  // namespace
@@ -213,8 +234,8 @@ std::unique_ptr<timeline_state> make_v4_timeline(const model& m, backend::backen
 }
 
 std::unique_ptr<timeline_state> make_v41_timeline(const model& m, backend::backend& be,
-                                                  int64_t n_ctx) {
-    return std::make_unique<v41_timeline>(m, be, n_ctx);
+                                                  int64_t n_ctx, bool with_dspark) {
+    return std::make_unique<v41_timeline>(m, be, n_ctx, with_dspark);
 }
 
 }  // namespace magnetar

@@ -65,8 +65,10 @@ class timeline_state {
     virtual status read_state(const std::string& name, int64_t n_past, std::vector<float>* data,
                               int64_t* width) const = 0;
 
-    // Speculative decoding (models with an MTP block; the others throw magnetar::Error).
-    // Drafts from the state of the last evaluated position (graph::forward::draft).
+    // Speculative decoding: whether draft() works (V4 with an MTP block; V4.1 sessions that
+    // hold the DSpark rings), and the drafts from the state of the last evaluated position
+    // (graph::forward::draft, graph::forward41::draft; the others throw magnetar::Error).
+    virtual bool can_draft() const { return has_mtp(); }
     virtual int draft(const graph::draft_request& req, arena& ar);
     // Floats of one row of graph::chunk_request::hc_final.
     virtual int64_t hc_row_floats() const { return 0; }
@@ -85,8 +87,8 @@ class timeline_state {
 std::unique_ptr<timeline_state> make_v4_timeline(const model& m, backend::backend& be,
                                                  int64_t n_ctx, bool with_mtp, uint32_t l0,
                                                  uint32_t l1);
-// V4.1: the whole backbone (DSpark stages are not part of a session's state).
+// V4.1: the whole backbone, and the DSpark rings when with_dspark (a session that drafts).
 std::unique_ptr<timeline_state> make_v41_timeline(const model& m, backend::backend& be,
-                                                  int64_t n_ctx);
+                                                  int64_t n_ctx, bool with_dspark);
 
 }  // namespace magnetar

@@ -339,6 +339,23 @@ chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
     return res;
 }
 
+int32_t argmax_margin(const float* row, size_t n, float* margin) {
+    int32_t best = 0;
+    float top = row[0];
+    float second = -std::numeric_limits<float>::infinity();
+    for (size_t i = 1; i < n; ++i) {
+        if (row[i] > top) {
+            second = top;
+            top = row[i];
+            best = static_cast<int32_t>(i);
+        } else if (row[i] > second) {
+            second = row[i];
+        }
+    }
+    *margin = top - second;
+    return best;
+}
+
 int forward::draft(const draft_request& req, kv::cache& cache, arena& ar) const {
     const hparams& hp = m_.hp();
     const model_weights& w = m_.weights();
@@ -364,21 +381,9 @@ int forward::draft(const draft_request& req, kv::cache& cache, arena& ar) const 
         head(mc, mtp_head(w), out, false, true, req.logits);
         ar.reset(mark);
         be_.synchronize();
-        // Top two of the row (first maximum wins a tie).
-        int32_t best = 0;
-        float top = req.logits[0];
-        float second = -std::numeric_limits<float>::infinity();
-        for (size_t i = 1; i < n_vocab; ++i) {
-            const float v = req.logits[i];
-            if (v > top) {
-                second = top;
-                top = v;
-                best = static_cast<int32_t>(i);
-            } else if (v > second) {
-                second = v;
-            }
-        }
-        if (top - second < req.min_margin) break;
+        float margin = 0.0f;
+        const int32_t best = argmax_margin(req.logits, n_vocab, &margin);
+        if (margin < req.min_margin) break;
         req.drafts[made++] = best;
         tok = best;
     }

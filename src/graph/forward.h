@@ -69,6 +69,10 @@ struct chunk_request {
 // lower id); drafting stops after max_steps drafts, or before a draft whose top-1 minus top-2
 // logit is below min_margin. The steps write the MTP block's raw ring at p0 .. p0 + k; the
 // next chunk rewrites those rows from the main model's states.
+// The first maximum of a logits row and its margin over the runner-up (the drafts' argmax and
+// the confidence that draft_request::min_margin tests).
+int32_t argmax_margin(const float* row, size_t n, float* margin);
+
 struct draft_request {
     int64_t p0 = 0;
     int32_t token = 0;

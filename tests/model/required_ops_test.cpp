@@ -194,7 +194,7 @@ std::set<op_kind> ops_called(const std::string& path) {
     constexpr int64_t kLen = 300;  // past the window, ratio-128 blocks and the indexer budget
     const bool mtp = m->weights().mtp.has_value();
     std::unique_ptr<timeline_state> tl = hp.is_v41()
-                                             ? make_v41_timeline(*m, be, kLen)
+                                             ? make_v41_timeline(*m, be, kLen, false)
                                              : make_v4_timeline(*m, be, kLen, mtp, 0, hp.n_layer);
     const size_t bytes = tl->arena_bytes(kLen, true);
     void* buf = be.alloc_buffer(bytes);

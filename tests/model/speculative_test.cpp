@@ -31,8 +31,10 @@ std::unique_ptr<Engine> load(const std::string& path, bool exact = true) {
     return e;
 }
 
-std::unique_ptr<Session> session(const Engine& e, int64_t n_ctx, int64_t chunk, int64_t every) {
+std::unique_ptr<Session> session(const Engine& e, int64_t n_ctx, int64_t chunk, int64_t every,
+                                 bool drafts = false) {
     session_options so;
+    so.drafts = drafts;
     so.n_ctx = n_ctx;
     so.chunk_size = chunk;
     so.checkpoint_interval = every;
@@ -187,6 +189,36 @@ TEST(Speculative, RefusesWhatItCannotDo) {
         EXPECT_EQ(t->n_past(), before + 1 + r.kept);
     }
     EXPECT_EQ(t->eval_speculative(1, so, choose, &r).code(), status_code::context_full);
+}
+
+// DeepSeek V4.1: DSpark drafts through the same step (random weights: nearly every draft is
+// rejected, so every step restores and replays), equal to plain decoding over the window, the
+// ratio-2 groups and the checkpoints; a session without the DSpark rings refuses.
+TEST(Speculative, V41DSparkEqualsPlainDecode) {
+    const auto e = load(test::tiny_model("v41-tiny", "lossless"));
+    const std::vector<int32_t> prompt = test::test_tokens(5, 30, e->info().n_vocab);
+    auto ps = session(*e, 256, 64, 48);
+    const run_out plain = generate(*ps, prompt, 150, -1, greedy());
+    for (int n_draft : {1, 3}) {
+        auto ss = session(*e, 256, 64, 48, /*drafts=*/true);
+        const run_out spec = generate(*ss, prompt, 150, n_draft, greedy());
+        expect_same(plain, spec, "v41 n_draft " + std::to_string(n_draft));
+        EXPECT_GT(spec.steps, 100);
+    }
+    sampling_params sp;
+    sp.temperature = 0.7f;
+    sp.seed = 99;
+    auto pss = session(*e, 256, 64, 48);
+    const run_out psampled = generate(*pss, prompt, 100, -1, sp);
+    auto sss = session(*e, 256, 64, 48, true);
+    expect_same(psampled, generate(*sss, prompt, 100, 2, sp), "v41 sampled");
+
+    auto no = session(*e, 64, 64, 0);
+    ASSERT_TRUE(no->eval(std::span<const int32_t>(prompt.data(), 8)).ok());
+    speculation_options so;
+    so.n_draft = 2;
+    const token_chooser choose = [](std::span<const float> row) { return sampler::argmax(row); };
+    EXPECT_EQ(no->eval_speculative(1, so, choose, nullptr).code(), status_code::unsupported);
 }
 
 // The trained model: its MTP block agrees with the model most of the time, so drafts are kept

@@ -386,10 +386,11 @@ int run_model_bench(const model_bench_args& a) {
     check(Engine::load(eo, &engine));
     const model_info& info = engine->info();
     const bool speculating = a.mtp_draft >= 2;
-    if (speculating && (!info.has_mtp || info.arch != "deepseek4" || info.n_stages > 1)) {
+    if (speculating && (!(info.has_mtp || info.has_dspark) || info.n_stages > 1)) {
         throw std::runtime_error(eo.model_path +
                                  ": --mtp-draft needs a DeepSeek V4 model with an MTP block "
-                                 "(--mtp FILE) in a single process");
+                                 "(--mtp FILE) or a V4.1 model with DSpark stages, in a single "
+                                 "process");
     }
     if (!info.has_tokenizer) {
         throw std::runtime_error(eo.model_path +
@@ -420,6 +421,7 @@ int run_model_bench(const model_bench_args& a) {
                  dot.int8_gops, dot.f32_gflops, dot.passes, dot.threads);
 
     session_options so;
+    so.drafts = speculating;
     so.n_ctx = ctx_alloc;
     so.chunk_size = a.chunk;
     so.checkpoint_interval = 0;  // the walk restores from its own snapshot

@@ -147,6 +147,7 @@ class chat {
         session_options so;
         so.n_ctx = f_.n_ctx;
         so.mtp_logits = mtp_probe(f_, engine_);
+        so.drafts = f_.engine.mtp_draft >= 2;
         check(engine_.create_session(so, &session_));
     }
 

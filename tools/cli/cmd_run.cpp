@@ -133,6 +133,7 @@ int run_text(const args& a) {
     so.n_ctx = a.f.n_ctx;
     so.chunk_size = a.chunk;
     so.mtp_logits = mtp_probe(a.f, *engine);
+    so.drafts = a.f.engine.mtp_draft >= 2;
     std::unique_ptr<Session> session;
     check(engine->create_session(so, &session));
 

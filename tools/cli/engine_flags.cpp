@@ -50,11 +50,17 @@ void add_mtp_flags(CLI::App& sub, engine_flags& f) {
 
 void check_mtp_flags(const engine_flags& f, const model_info& info) {
     if (f.mtp_draft == 0) return;
-    if (info.arch != "deepseek4") {
-        throw std::runtime_error(info.path + ": --mtp-draft runs on DeepSeek V4 models only (" +
-                                 info.arch + " drafts are not wired up yet)");
-    }
-    if (!info.has_mtp) {
+    if (info.arch == "deepseek41") {
+        if (!info.has_dspark) {
+            throw std::runtime_error(info.path +
+                                     ": --mtp-draft needs DSpark draft stages: the model has none");
+        }
+        if (f.mtp_draft == 1) {
+            throw std::runtime_error(
+                "--mtp-draft 1 compares MTP drafts, a DeepSeek V4 mode; DeepSeek V4.1 speculates "
+                "with its DSpark stages at 2 or more");
+        }
+    } else if (!info.has_mtp) {
         throw std::runtime_error(
             info.path + ": --mtp-draft needs an MTP block: the model has none (add --mtp FILE)");
     }

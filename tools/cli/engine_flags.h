@@ -32,7 +32,8 @@ void add_pipeline_flags(CLI::App& sub, engine_flags& f);
 // --mtp, --no-mtp, --mtp-draft, --mtp-margin.
 void add_mtp_flags(CLI::App& sub, engine_flags& f);
 // Checks the MTP flags against the loaded model: --mtp-draft needs a DeepSeek V4 model with an
-// MTP block, and speculation (>= 2) a single process. Throws std::runtime_error.
+// MTP block or a V4.1 model with DSpark stages (>= 2 only), and speculation (>= 2) a single
+// process. Throws std::runtime_error.
 void check_mtp_flags(const engine_flags& f, const model_info& info);
 // Backend and pipeline flags.
 void add_engine_flags(CLI::App& sub, engine_flags& f);

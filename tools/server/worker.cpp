@@ -70,6 +70,7 @@ worker::worker(const Engine& engine, const worker_options& opts)
       replay_(chat::replay_limits{opts.replay_max_ids, size_t{512} << 20}) {
     session_options so;
     so.n_ctx = opts.n_ctx;
+    so.drafts = opts.mtp_draft >= 2 && engine.info().arch == "deepseek41";
     std::unique_ptr<Session> s;
     const status st = engine.create_session(so, &s);
     if (!st.ok()) throw Error("serve: cannot create the session: " + st.message());
