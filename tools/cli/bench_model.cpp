@@ -16,6 +16,7 @@
 #include "cli/bench_svg.h"
 #include "cli/common.h"
 #include "cli/dot_throughput.h"
+#include "cli/engine_flags.h"
 #include "cli/generation.h"
 #include "cli/read_bandwidth.h"
 #include "core/format.h"
@@ -386,11 +387,10 @@ int run_model_bench(const model_bench_args& a) {
     check(Engine::load(eo, &engine));
     const model_info& info = engine->info();
     const bool speculating = a.mtp_draft >= 2;
-    if (speculating && (!(info.has_mtp || info.has_dspark) || info.n_stages > 1)) {
-        throw std::runtime_error(eo.model_path +
-                                 ": --mtp-draft needs a DeepSeek V4 model with an MTP block "
-                                 "(--mtp FILE) or a V4.1 model with DSpark stages, in a single "
-                                 "process");
+    if (speculating) {
+        engine_flags mf;
+        mf.mtp_draft = a.mtp_draft;
+        check_mtp_flags(mf, info);
     }
     if (!info.has_tokenizer) {
         throw std::runtime_error(eo.model_path +
