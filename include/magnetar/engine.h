@@ -48,6 +48,16 @@ struct engine_options {
     std::string pipeline_layers = "auto";
     bool pipeline_f32 = false;    // HC state between stages as F32 (default BF16)
     int64_t pipeline_chunk = 64;  // tokens per pipelined prefill chunk
+    // Directional steering (docs/steering.md): a direction file (one unit vector of width
+    // n_embd per layer, flat F32, with its JSON sidecar) checked against the model at load;
+    // empty: none. After each layer's FFN output y, y <- y - s * v * dot(v, y) with the FFN
+    // scale s, and the same after the attention output with the attention scale; a positive
+    // scale removes the direction, a negative one amplifies it. These are the scales new
+    // sessions start with (Session::set_steering changes them), each in [-100, 100].
+    // Not available in pipelined (MPI) runs.
+    std::string steering_file;
+    float steering_ffn = 1.0f;
+    float steering_attn = 0.0f;
 };
 
 // Ids of the control tokens front ends use (-1 when the model has no tokenizer).
@@ -88,6 +98,14 @@ struct model_info {
     int n_stages = 1;
     std::string pipeline;
     uint64_t pipeline_hc_bytes = 0;  // one token's HC state on the wire
+    // Directional steering: the loaded file (empty without one), one line describing it, a
+    // fingerprint of its directions (disk caches keep steered state apart by it) and the
+    // scales new sessions start with.
+    std::string steering_file;
+    std::string steering;
+    uint64_t steering_fingerprint = 0;
+    float steering_ffn = 0.0f;
+    float steering_attn = 0.0f;
 };
 
 // Thinking mode of a rendered chat prompt (protocol §2.1).

@@ -115,6 +115,14 @@ struct speculation_result {
     bool replayed = false;
 };
 
+// Directional steering scales of a timeline (engine_options::steering_file): after each layer's
+// FFN / attention output y, y <- y - s * v * dot(v, y) with the layer's direction v.
+struct steering_scales {
+    float ffn = 0.0f;
+    float attn = 0.0f;
+    bool operator==(const steering_scales&) const = default;
+};
+
 // What sync() did.
 struct sync_result {
     int64_t reused = 0;            // tokens of the new list that were not evaluated again
@@ -212,6 +220,15 @@ class Session {
     std::span<const float> mtp_logits_at(int64_t j) const;
 
     session_memory memory() const;
+
+    // Directional steering of the timeline: a new session has the engine's scales
+    // (model_info::steering_ffn / steering_attn). Each must be finite and in [-100, 100], and
+    // nonzero ones need an engine loaded with a steering file (else invalid_argument). The
+    // cache state depends on the scales, so changing them forgets the timeline and the
+    // checkpoints (n_past() back to 0); setting the current scales again changes nothing. A
+    // payload does not record the scales: it continues under the loading session's.
+    status set_steering(const steering_scales& s);
+    steering_scales steering() const;
 
     // Names to tap (exact, or with '*' wildcards; empty: none) and the receiver.
     void set_dump(std::vector<std::string> names, dump_fn fn);

@@ -49,6 +49,8 @@ const char* op_name(op_kind op) {
             return "router";
         case op_kind::moe:
             return "moe";
+        case op_kind::project_out:
+            return "project_out";
         case op_kind::round_bf16:
             return "round_bf16";
         case op_kind::qdq_rows:

@@ -47,6 +47,7 @@ enum class op_kind {
     sparse_attention,
     router,
     moe,
+    project_out,  // directional steering (docs/steering.md)
     // DeepSeek V4.1 (spec v41.md); backends without them report supports() == false.
     round_bf16,
     qdq_rows,
@@ -352,6 +353,12 @@ class backend {
     virtual void moe(const tensor& x, const tensor& sel, const tensor& weights,
                      const moe_weights& w, float clamp, const tensor& out,
                      const moe_workspace& ws) = 0;
+
+    // ---- directional steering (docs/steering.md) ----
+    // In place: every row x_r of x [n, w] becomes x_r - scale * v * dot(v, x_r), v [w] F32 (a
+    // unit direction: scale 1 removes the component along v, a negative scale amplifies it).
+    // The dot product is summed in float64 in index order.
+    virtual void project_out(const tensor& x, const tensor& v, float scale) = 0;
 
     // ---- DeepSeek V4.1 (spec v41.md). Activations hold bf16 values in F32 tensors where the
     // spec rounds to bf16. The defaults throw: a backend lists what it implements in supports().

@@ -47,6 +47,7 @@ class null_backend final : public backend {
                 const tensor&, const tensor&) override {}
     void moe(const tensor&, const tensor&, const tensor&, const moe_weights&, float, const tensor&,
              const moe_workspace&) override {}
+    void project_out(const tensor&, const tensor&, float) override {}
     void round_bf16(const tensor&) override {}
     void qdq_rows(const tensor&, qdq_format, const tensor&) override {}
     void rope41(const tensor&, uint32_t, const rope41_params&, int64_t, int64_t, bool) override {}

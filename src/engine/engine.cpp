@@ -150,6 +150,12 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     p->info.has_mtp = opts.use_mtp && p->m->weights().mtp.has_value();
     p->info.has_dspark = opts.use_mtp && hp.is_v41() && p->m->has_draft();
     p->info.n_threads = n_threads;
+    if (!opts.steering_file.empty() && dist::active()) {
+        return {status_code::unsupported,
+                "directional steering is not available in pipelined (MPI) runs; run the model "
+                "in a single process"};
+    }
+    if (status st = load_steering(opts, *p); !st.ok()) return st;
     if (dist::active() && dist::rank() == 0) {
         if (hp.is_v41()) {
             return {status_code::unsupported,
@@ -409,6 +415,7 @@ status Engine::create_session(const session_options& opts, std::unique_ptr<Sessi
         s->arena_buffer = be.alloc_buffer(s->arena_bytes);
         s->ar = arena(s->arena_buffer, s->arena_bytes);
         s->logits.assign(hp.n_vocab, 0.0f);
+        init_session_steering(*impl_, *s);
         // The token timeline never outgrows the context (4 bytes a token, against the cache's
         // kilobytes): reserved now, it never reallocates while decoding.
         s->tokens.reserve(static_cast<size_t>(opts.n_ctx));

@@ -30,7 +30,21 @@ struct Engine::impl {
     int64_t pipe_chunk = 0;
     // One evaluation at a time on the shared backend.
     mutable std::mutex eval_mutex;
+    // Directional steering: the directions on the backend (one buffer, [n_layer] of [D]; an
+    // empty tensor for a layer without one). Sessions copy them with their own scales.
+    void* steer_buffer = nullptr;
+    std::vector<tensor> steer_dirs;
+
+    impl() = default;
+    impl(const impl&) = delete;
+    impl& operator=(const impl&) = delete;
+    ~impl();
 };
+
+// Directional steering (src/engine/steering.cpp): the engine's file checked and placed at load
+// (a status naming the problem), and a new session's copy of the directions and scales.
+status load_steering(const engine_options& opts, Engine::impl& p);
+void init_session_steering(const Engine::impl& eng, Session::impl& s);
 
 // Forwards wanted names to the session's dump_fn.
 class name_dump_sink final : public graph::dump_sink {
@@ -47,6 +61,7 @@ struct Session::impl {
     session_options opts;
     // The model's cache and forward pass (V4 or V4.1, by the model's architecture).
     std::unique_ptr<timeline_state> tl;
+    graph::steering steer;  // the engine's directions with this timeline's scales
     void* arena_buffer = nullptr;
     size_t arena_bytes = 0;
     arena ar;

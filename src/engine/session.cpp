@@ -244,6 +244,7 @@ status Session::impl::eval_locked(std::span<const int32_t> toks, const eval_opti
             opts.all_logits ? logits.data() + static_cast<size_t>(off) * n_vocab : logits.data();
         req.mtp = mtp;
         req.mtp_logits = opts.mtp_logits;
+        req.steer = &steer;
         req.mtp_out = opts.mtp_logits
                           ? mtp_logits.data() + static_cast<size_t>(n_mtp_rows) * n_vocab
                           : nullptr;

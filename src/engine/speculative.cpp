@@ -115,6 +115,7 @@ status Session::impl::speculate_locked(int32_t token, const speculation_options&
     req.logits = spec_logits.data();
     req.mtp = tl->has_mtp();  // V4: the MTP block advances over the batch
     req.hc_final = hc_w > 0 ? spec_hc.data() : nullptr;
+    req.steer = &steer;
     auto run = [&] {
         try {
             tl->run(req, ar, nullptr);

@@ -31,6 +31,10 @@ struct chunk_ctx {
     tensor ids;      // [n] I32 token ids of the rows
     dump_sink* dump = nullptr;
     std::string prefix;  // "blk.3." or "mtp." (set per layer while dumping)
+    // Directional steering of the current layer (set per layer; zero scales: none).
+    tensor steer_v;  // [D] F32
+    float steer_attn = 0.0f;
+    float steer_ffn = 0.0f;
 
     // Hands t [n, width] to the dump sink when prefix + what is wanted.
     void tap(const tensor& t, const char* what) const;
@@ -38,6 +42,9 @@ struct chunk_ctx {
 
 backend::rope_params rope_for(const hparams& hp, uint32_t ratio);
 backend::hc_params hc_for(const hparams& hp);
+
+// Sets c's steering fields for main layer il from req.steer (clears them when not steered).
+void set_layer_steering(chunk_ctx& c, const steering* steer, uint32_t il);
 
 // One transformer block: x [n, n_hc*D] is updated in place; t is scratch of the same shape.
 void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, const tensor& x,

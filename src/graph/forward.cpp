@@ -222,6 +222,17 @@ chunk_result mtp(const chunk_ctx& c, const model_weights& w, kv::cache& cache, c
 // One transformer block
 // ---------------------------------------------------------------------------------------------
 
+void set_layer_steering(chunk_ctx& c, const steering* steer, uint32_t il) {
+    c.steer_attn = 0.0f;
+    c.steer_ffn = 0.0f;
+    if (!steer || !steer->active() || il >= steer->directions.size()) return;
+    const tensor& v = steer->directions[il];
+    if (!v) return;
+    c.steer_v = v;
+    c.steer_attn = steer->attn;
+    c.steer_ffn = steer->ffn;
+}
+
 void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, const tensor& x,
            const tensor& t) {
     const size_t mark = c.ar.mark();
@@ -232,6 +243,7 @@ void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, con
         hc_pre_norm(c, {lw.hc_attn_fn, lw.hc_attn_scale, lw.hc_attn_base, lw.attn_norm}, x, &mix);
     c.tap(xa, "attn_norm");
     const tensor a = attention(c, lw, st, xa);  // [n, D]
+    if (c.steer_attn != 0.0f) c.be.project_out(a, c.steer_v, c.steer_attn);
     c.tap(a, "attn_out");
     c.be.hc_post(hc_for(c.hp), x, a, mix.post, mix.comb, t);
     c.tap(t, "hc_ffn_in");
@@ -241,6 +253,7 @@ void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, con
         hc_pre_norm(c, {lw.hc_ffn_fn, lw.hc_ffn_scale, lw.hc_ffn_base, lw.ffn_norm}, t, &mix);
     c.tap(xf, "ffn_norm");
     const tensor f = ffn(c, lw, xf);  // [n, D]
+    if (c.steer_ffn != 0.0f) c.be.project_out(f, c.steer_v, c.steer_ffn);
     c.tap(f, "ffn_out");
     c.be.hc_post(hc_for(c.hp), t, f, mix.post, mix.comb, x);
     c.tap(x, "out");
@@ -319,10 +332,12 @@ chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
             return res;
         }
         if (dump) c.prefix = strfmt("blk.%u.", il);
+        set_layer_steering(c, req.steer, il);
         layer(c, w.layers[il], cache.layer(il), x, t);
         ar.reset(mark);
     }
     c.prefix.clear();
+    set_layer_steering(c, nullptr, 0);
     if (l1 < hp.n_layer) {
         // Not the last stage: the HC state goes on to the next one.
         be_.download(x, req.hc_out);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/arena.h"
@@ -30,6 +31,17 @@ class dump_sink {
     virtual bool wants(const std::string& name) const = 0;
     virtual void rows(const std::string& name, int64_t first_pos, int64_t n_rows, int64_t width,
                       const float* data) = 0;
+};
+
+// Directional steering (docs/steering.md): after each main-model layer's attention and FFN
+// sub-layer outputs y [n, D] (before the HC post-mix), y <- y - s * v * dot(v, y) with the
+// layer's unit direction v and that sub-layer's scale s. The MTP block and the V4.1 DSpark
+// stages are not steered.
+struct steering {
+    std::vector<tensor> directions;  // [n_layer] of [D] F32 on the backend (empty: not steered)
+    float ffn = 0.0f;
+    float attn = 0.0f;
+    bool active() const { return !directions.empty() && (ffn != 0.0f || attn != 0.0f); }
 };
 
 struct chunk_request {
@@ -60,6 +72,8 @@ struct chunk_request {
     // Last stage: the final HC state of every row (before the head), host [n, n_hc*D]; a
     // speculative step takes the MTP block's next input from the row it keeps.
     float* hc_final = nullptr;
+    // Directional steering of the main layers (null or inactive: none).
+    const steering* steer = nullptr;
 };
 
 // Greedy MTP drafting (spec §5.7 recursion, §12.4): step 0 feeds the MTP block the main

@@ -44,6 +44,10 @@ struct ctx41 {
     // DSpark draft block (§3.10): rows at positions p0.. attend over their stage's ring (this
     // many slots, slot order) and the whole block; nothing is stored. -1: the backbone.
     int64_t draft_ring_slots = -1;
+    // Directional steering of the current main layer (zero scales: none).
+    tensor steer_v;  // [D] F32
+    float steer_attn = 0.0f;
+    float steer_ffn = 0.0f;
 
     void tap(const tensor& t, const char* what) const {
         if (dump) tap_rows(be, dump, prefix + what, p0, t);
@@ -419,6 +423,7 @@ void block41(ctx41& c, const v41_block_weights& lw, const tensor& x, const tenso
     rms_norm_bf16(c, y, lw.attn_norm);
     c.tap(y, "attn_norm");
     const tensor a = attention41(c, lw, y);
+    if (c.steer_attn != 0.0f) c.be.project_out(a, c.steer_v, c.steer_attn);
     c.tap(a, "attn_out");
     c.be.hc_post(hcp, x, a, post, comb, t);
     c.be.round_bf16(t);
@@ -432,6 +437,7 @@ void block41(ctx41& c, const v41_block_weights& lw, const tensor& x, const tenso
     const uint32_t n_expert = lw.il >= hp.n_layer ? hp.dspark_n_expert() : hp.n_expert;
     const uint32_t k = lw.il >= hp.n_layer ? hp.dspark_n_expert_used() : hp.n_expert_used;
     const tensor f = moe41(c, lw, y2, n_expert, k);
+    if (c.steer_ffn != 0.0f) c.be.project_out(f, c.steer_v, c.steer_ffn);
     c.tap(f, "ffn_out");
     c.be.hc_post(hcp, t, f, post, comb, x);
     c.be.round_bf16(x);
@@ -572,6 +578,14 @@ chunk_result forward41::run(const chunk_request& req, kv::cache41& cache, arena&
             return res;
         }
         c.prefix = "blk." + std::to_string(lw.il) + ".";
+        c.steer_attn = 0.0f;
+        c.steer_ffn = 0.0f;
+        if (req.steer && req.steer->active() && lw.il < req.steer->directions.size() &&
+            req.steer->directions[lw.il]) {
+            c.steer_v = req.steer->directions[lw.il];
+            c.steer_attn = req.steer->attn;
+            c.steer_ffn = req.steer->ffn;
+        }
         if (lw.engram_index >= 0) {
             engram_block(c, lw, engram_rows, engram_wq_.data() + lw.engram_index * wq_size, x);
         }
@@ -585,6 +599,8 @@ chunk_result forward41::run(const chunk_request& req, kv::cache41& cache, arena&
         block41(c, lw, x, t, pi);
     }
     c.prefix.clear();
+    c.steer_attn = 0.0f;
+    c.steer_ffn = 0.0f;
     if (dspark) dspark_context(c, *w.v41, taps);
 
     // Head: collapse with the last FFN pre, RMSNorm, F32-linear.

@@ -120,6 +120,22 @@ TEST(CudaOps, CopyFillAddSwiglu) {
     expect_close(h.gpu_f32(s), h.cpu_f32(s), kLibmTol, "swiglu");
 }
 
+TEST(CudaOps, ProjectOutSteering) {
+    MAGNETAR_REQUIRE_CUDA();
+    harness h;
+    Rng rng(14);
+    for (const int64_t w : {int64_t{256}, int64_t{4096}, int64_t{7168}}) {
+        const twin x = h.random(rng, w, 9, 4.0f);
+        const twin v = h.random(rng, w, 1, 0.05f);
+        for (const float s : {1.0f, -2.5f}) {
+            h.cpu().project_out(x.c, v.c, s);
+            h.gpu().project_out(x.g, v.g, s);
+            expect_close(h.gpu_f32(x), h.cpu_f32(x), kReorderTol,
+                         "project_out w " + std::to_string(w));
+        }
+    }
+}
+
 TEST(CudaOps, RmsNormRopeAndRounding) {
     MAGNETAR_REQUIRE_CUDA();
     harness h;

@@ -124,6 +124,10 @@ class recording_backend final : public ::magnetar::backend::cpu_backend {
         MAGNETAR_RECORD(moe);
         cpu_backend::moe(x, sel, weights, w, clamp, out, ws);
     }
+    void project_out(const tensor& x, const tensor& v, float scale) override {
+        MAGNETAR_RECORD(project_out);
+        cpu_backend::project_out(x, v, scale);
+    }
     void round_bf16(const tensor& x) override {
         MAGNETAR_RECORD(round_bf16);
         cpu_backend::round_bf16(x);
@@ -183,7 +187,7 @@ class recording_backend final : public ::magnetar::backend::cpu_backend {
 };
 
 // Every op kind has an override above: a new op_kind must be added there (and to the list).
-static_assert(backend::k_op_count == 30, "record the new op in recording_backend");
+static_assert(backend::k_op_count == 31, "record the new op in recording_backend");
 
 // Runs a prefill in two chunks and then decode steps, as a session does, over the timeline of
 // the model's architecture.

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench_svg.h"
+#include "cli/chart_svg.h"
 #include "cli/common.h"
 #include "cli/dot_throughput.h"
 #include "cli/engine_flags.h"
@@ -235,12 +235,6 @@ std::map<int64_t, base_rates> read_base_csv(const std::string& path) {
         out[std::stoll(f[c_ctx])] = {std::stod(f[c_pre]), std::stod(f[c_gen])};
     }
     return out;
-}
-
-void write_file_text(const std::string& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary);
-    f << text;
-    if (!f) throw std::runtime_error(path + ": cannot write");
 }
 
 }  // namespace

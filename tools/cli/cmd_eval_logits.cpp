@@ -200,6 +200,7 @@ action setup(CLI::App& sub) {
     sub.add_option("--save-payload", a->save_payload,
                    "Write the session payload after the tokens to this file");
     add_engine_flags(sub, a->engine);
+    add_steering_flags(sub, a->engine);
     sub.footer("All modes give the same logits. Dump names and file shapes: docs/reference.md.");
     return [a]() { return run(*a); };
 }

@@ -172,6 +172,7 @@ action setup(CLI::App& sub) {
     sub.add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
     add_engine_flags(sub, a->engine);
     add_mtp_flags(sub, a->engine);
+    add_steering_flags(sub, a->engine);
     sub.add_option("-c,--ctx", a->srv.n_ctx, "Context size of the live session (tokens)")
         ->capture_default_str();
     sub.add_option("-n,--tokens", a->srv.default_max_tokens,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "core/paths.h"
@@ -23,6 +25,12 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
     return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+void write_file_text(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+    if (!f) throw std::runtime_error(path + ": cannot write");
 }
 
 }  // namespace magnetar::cli

@@ -1,4 +1,4 @@
-// Helpers shared by the subcommands: default model resolution.
+// Helpers shared by the subcommands: default model resolution, medians, writing a text file.
 #pragma once
 
 #include <string>
@@ -17,5 +17,8 @@ std::string resolve_model_path(const std::string& flag);
 // Median of the values (the mean of the middle two for an even count), 0 for none: how the
 // benchmarks summarize repeated passes.
 double median(std::vector<double> v);
+
+// Writes `text` to `path` (replacing it); throws std::runtime_error naming the file.
+void write_file_text(const std::string& path, const std::string& text);
 
 }  // namespace magnetar::cli

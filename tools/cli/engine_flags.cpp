@@ -69,6 +69,23 @@ void check_mtp_flags(const engine_flags& f, const model_info& info) {
     }
 }
 
+void add_steering_flags(CLI::App& sub, engine_flags& f) {
+    auto* file = sub.add_option("--dir-steering-file", f.steer_file,
+                                "Directional steering: a direction file (one unit vector per "
+                                "layer, F32, with its .json sidecar; `magnetar steer build`)");
+    sub.add_option("--dir-steering-ffn", f.steer_ffn,
+                   "Steering scale after each layer's FFN output: y -= S v (v.y); positive "
+                   "removes the direction, negative amplifies it")
+        ->capture_default_str()
+        ->check(CLI::Range(-100.0f, 100.0f))
+        ->needs(file);
+    sub.add_option("--dir-steering-attn", f.steer_attn,
+                   "Steering scale after each layer's attention output (more fragile)")
+        ->capture_default_str()
+        ->check(CLI::Range(-100.0f, 100.0f))
+        ->needs(file);
+}
+
 void add_engine_flags(CLI::App& sub, engine_flags& f) {
     add_backend_flags(sub, f);
     add_pipeline_flags(sub, f);
@@ -86,6 +103,9 @@ void apply_engine_flags(const engine_flags& f, engine_options& eo) {
     eo.pipeline_chunk = f.chunk;
     if (!f.mtp.empty()) eo.mtp_path = f.mtp;
     eo.use_mtp = !f.no_mtp;
+    eo.steering_file = f.steer_file;
+    eo.steering_ffn = f.steer_ffn;
+    eo.steering_attn = f.steer_attn;
 }
 
 void report_engine(const model_info& info) {
@@ -102,6 +122,11 @@ void report_engine(const model_info& info) {
     }
     if (info.n_stages > 1)
         std::fprintf(stderr, "magnetar: pipeline of %s\n", info.pipeline.c_str());
+    if (!info.steering_file.empty()) {
+        std::fprintf(stderr, "magnetar: steering %s; scales ffn %g, attn %g\n",
+                     info.steering.c_str(), static_cast<double>(info.steering_ffn),
+                     static_cast<double>(info.steering_attn));
+    }
 }
 
 }  // namespace magnetar::cli

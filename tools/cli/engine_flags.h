@@ -23,6 +23,10 @@ struct engine_flags {
     bool no_mtp = false;
     int mtp_draft = 0;  // 0 off, 1 draft and report agreement only, N >= 2 up to N tokens a step
     float mtp_margin = 0.0f;
+    // Directional steering (docs/steering.md).
+    std::string steer_file;
+    float steer_ffn = 1.0f;
+    float steer_attn = 0.0f;
 };
 
 // --backend, --device.
@@ -35,10 +39,13 @@ void add_mtp_flags(CLI::App& sub, engine_flags& f);
 // MTP block or a V4.1 model with DSpark stages (>= 2 only), and speculation (>= 2) a single
 // process. Throws std::runtime_error.
 void check_mtp_flags(const engine_flags& f, const model_info& info);
+// --dir-steering-file, --dir-steering-ffn, --dir-steering-attn.
+void add_steering_flags(CLI::App& sub, engine_flags& f);
 // Backend and pipeline flags.
 void add_engine_flags(CLI::App& sub, engine_flags& f);
 void apply_engine_flags(const engine_flags& f, engine_options& eo);
-// Prints the backend (when it is not the CPU) and the stage split (when pipelined) to stderr.
+// Prints the backend (when it is not the CPU), the stage split (when pipelined) and the
+// steering file with its scales (when one is loaded) to stderr.
 void report_engine(const model_info& info);
 
 }  // namespace magnetar::cli

@@ -30,6 +30,7 @@ void add_common_flags(CLI::App& sub, common_flags& f) {
     sub.add_option("-t,--threads", f.threads, "Threads (default: one per physical core)");
     add_engine_flags(sub, f.engine);
     add_mtp_flags(sub, f.engine);
+    add_steering_flags(sub, f.engine);
     f.n_opt = sub.add_option("-n,--n-predict", f.n_predict,
                              "Most tokens to generate (also capped at the free context - 1)")
                   ->capture_default_str()

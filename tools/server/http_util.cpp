@@ -200,6 +200,20 @@ std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& bod
         auto f = body.find("x_magnetar_forced_output");
         if (f != body.end() && f->is_string()) r.forced_output = f->get<std::string>();
     }
+    if (auto st = body.find("x_magnetar_steering"); st != body.end() && st->is_object()) {
+        const model_info& info = ctx.engine.info();
+        if (info.steering_file.empty()) {
+            api_error e(400,
+                        "x_magnetar_steering: the server runs without a steering file "
+                        "(start it with --dir-steering-file)");
+            e.param = "x_magnetar_steering";
+            throw e;
+        }
+        steering_scales sc{info.steering_ffn, info.steering_attn};
+        if (const auto f = opt_number(*st, "ffn")) sc.ffn = static_cast<float>(*f);
+        if (const auto a = opt_number(*st, "attn")) sc.attn = static_cast<float>(*a);
+        r.steering = sc;
+    }
     (void)style;
     return std::make_shared<job>(std::move(r));
 }

@@ -1,6 +1,7 @@
 // Request validation: see request_schema.h.
 #include "server/request_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -172,6 +173,7 @@ struct rule {
     const char* tag = nullptr;          // the member whose value selects a variant
     const char* tag_default = nullptr;  // its value when absent (nullptr: required)
     std::vector<variant> variants;
+    bool closed = false;  // members not listed are refused (the server's own extensions)
 };
 
 [[noreturn]] void fail(const std::string& path, const std::string& message) {
@@ -299,6 +301,12 @@ void check_members(const rule& r, const json& v, const std::string& path) {
             continue;
         }
         check(*m.r, *it, member_path(path, m.name));
+    }
+    if (!r.closed) return;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+        const bool known = std::any_of(r.members.begin(), r.members.end(),
+                                       [&](const member& m) { return it.key() == m.name; });
+        if (!known) fail(member_path(path, it.key().c_str()), "unknown member");
     }
 }
 
@@ -462,6 +470,12 @@ struct schemas {
     rule logprobs_k = integer(0, 20);
     rule nonneg_int = integer(0, std::numeric_limits<double>::infinity());
     rule penalty = number(-2, 2);
+    rule steering_scale = number(-100, 100);
+    rule steering = [this] {
+        rule r = object({{"ffn", &steering_scale}, {"attn", &steering_scale}});
+        r.closed = true;
+        return r;
+    }();
     rule stop_string = [] {
         rule r = of(k_str);
         r.min_len = 1;
@@ -563,7 +577,8 @@ struct schemas {
                              {"logit_bias", &any_obj},
                              {"user", &any_str},
                              {"metadata", &any_obj},
-                             {"x_magnetar_forced_output", &any_str}});
+                             {"x_magnetar_forced_output", &any_str},
+                             {"x_magnetar_steering", &steering}});
 
     // Completions
     rule prompt = [this] {
@@ -596,7 +611,8 @@ struct schemas {
                                     {"presence_penalty", &penalty},
                                     {"logit_bias", &any_obj},
                                     {"user", &any_str},
-                                    {"x_magnetar_forced_output", &any_str}});
+                                    {"x_magnetar_forced_output", &any_str},
+                                    {"x_magnetar_steering", &steering}});
 
     // Responses
     rule resp_part = tagged(k_obj, "type", nullptr, "content part type",
@@ -666,7 +682,8 @@ struct schemas {
                                   {"top_logprobs", &logprobs_k},
                                   {"background", &any_bool},
                                   {"thinking", &thinking},
-                                  {"x_magnetar_forced_output", &any_str}});
+                                  {"x_magnetar_forced_output", &any_str},
+                                  {"x_magnetar_steering", &steering}});
 
     // Anthropic Messages
     rule thinking_block = object({{"thinking", &any_str, true}, {"signature", &any_str}});
@@ -732,7 +749,8 @@ struct schemas {
                                  {"reasoning_effort", &any_str},
                                  {"metadata", &any_obj},
                                  {"service_tier", &any_str},
-                                 {"x_magnetar_forced_output", &any_str}});
+                                 {"x_magnetar_forced_output", &any_str},
+                                 {"x_magnetar_steering", &steering}});
     // count_tokens: the same, max_tokens optional (the real API does not take it).
     rule count_tokens_body = [this] {
         rule r = messages_body;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <new>
 
 #include "core/error.h"
@@ -81,9 +82,20 @@ worker::worker(const Engine& engine, const worker_options& opts)
         ko.budget_bytes = opts_.disk.space_mb << 20;
         ko.min_tokens = static_cast<uint32_t>(std::max<int64_t>(opts_.disk.min_tokens, 1));
         ko.reject_different_quant = opts_.disk.reject_different_quant;
+        kvstore::model_identity id = kvstore::identity_of_model(engine.info().path);
+        if (!engine.info().steering_file.empty()) {
+            // Steered state is a different model's state: keep it apart by the directions and
+            // the server's scales.
+            uint64_t h = engine.info().steering_fingerprint;
+            for (const float v : {engine.info().steering_ffn, engine.info().steering_attn}) {
+                uint32_t bits = 0;
+                std::memcpy(&bits, &v, sizeof bits);
+                h = (h ^ bits) * 1099511628211ull;
+            }
+            id.fingerprint ^= h;
+        }
         disk_ = std::make_unique<kvstore::store>(
-            ko, kvstore::identity_of_model(engine.info().path),
-            [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+            ko, id, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     }
     thread_ = std::thread([this] { loop(); });
 }
@@ -103,9 +115,27 @@ int64_t continued_step(const disk_cache_options& o) {
     return (o.continued_interval + o.boundary_align - 1) / o.boundary_align * o.boundary_align;
 }
 
+kvstore::store* worker::disk() const {
+    if (!disk_) return nullptr;
+    const model_info& info = engine_.info();
+    return session_->steering() == steering_scales{info.steering_ffn, info.steering_attn}
+               ? disk_.get()
+               : nullptr;
+}
+
+status worker::apply_steering(const gen_request& r) {
+    const model_info& info = engine_.info();
+    const steering_scales want =
+        r.steering.value_or(steering_scales{info.steering_ffn, info.steering_attn});
+    if (want == session_->steering()) return {};
+    disk_save_live(kvstore::save_reason::evict);
+    disk_last_saved_ = 0;
+    return session_->set_steering(want);
+}
+
 void worker::disk_save_current(kvstore::save_reason why) {
     const int64_t n = session_->n_past();
-    if (!disk_ || n < opts_.disk.min_tokens) return;
+    if (!disk() || n < opts_.disk.min_tokens) return;
     const std::string key = tok_.decode(session_->tokens());
     if (disk_->save(*session_, key, why)) {
         stats_.disk_saves++;
@@ -114,13 +144,13 @@ void worker::disk_save_current(kvstore::save_reason why) {
 }
 
 void worker::disk_save_live(kvstore::save_reason why) {
-    if (!disk_ || session_->n_past() < opts_.disk.min_tokens) return;
+    if (!disk() || session_->n_past() < opts_.disk.min_tokens) return;
     if (disk_last_saved_ == session_->n_past()) return;  // already on disk
     disk_save_current(why);
 }
 
 bool worker::disk_load(const prompt& in, std::vector<int32_t>* eff, gen_result* res) {
-    if (!disk_) return false;
+    if (!disk()) return false;
     kvstore::store::hit h;
     // The stored tokens must spell exactly the key text, with their control tokens where this
     // prompt has its trusted ones (a forged turn and a real one have the same bytes).
@@ -144,7 +174,7 @@ status worker::sync_with_saves(std::span<const int32_t> eff, const eval_options&
                                sync_result* sr) {
     const int64_t n = static_cast<int64_t>(eff.size());
     std::vector<int64_t> points;
-    if (disk_) {
+    if (disk()) {
         const disk_cache_options& d = opts_.disk;
         if (cold && d.cold_max_tokens > 0 && n >= d.min_tokens && n <= d.cold_max_tokens) {
             // The stable tools + system prefix of a new agent session: everything before the
@@ -324,6 +354,7 @@ void worker::run(job& j) {
 
 status worker::sync_prompt(job& j, const eval_options& eo, gen_result* res) {
     const prompt& in = j.req.input;
+    if (status st = apply_steering(j.req); !st.ok()) return st;
     std::vector<int32_t> eff = in.tokens;
     const int64_t live = session_->n_past();
     res->cache_path = "cold";
@@ -354,7 +385,7 @@ status worker::sync_prompt(job& j, const eval_options& eo, gen_result* res) {
     // No live prefix worth keeping: persist the live session before it is replaced, then try
     // the disk for a longer stored prefix of this prompt (protocol §6.2 steps 8-9).
     bool cold = false;
-    if (disk_ && res->cache_path != "memory-token" && res->cache_path != "memory-text") {
+    if (disk() && res->cache_path != "memory-token" && res->cache_path != "memory-text") {
         int64_t usable = 0;  // what in-memory checkpoints would keep
         const int64_t common = session_->common_prefix(eff);
         for (int64_t cp : session_->checkpoint_positions())

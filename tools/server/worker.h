@@ -57,6 +57,8 @@ struct gen_request {
     // Test hook (off unless the server runs with --test-forced-output): the generated text is
     // this string's tokenization instead of sampled tokens; the rest of the loop is unchanged.
     std::optional<std::string> forced_output;
+    // Directional steering scales of this request (x_magnetar_steering); none: the server's.
+    std::optional<steering_scales> steering;
 };
 
 struct token_info {
@@ -209,6 +211,12 @@ class worker {
     status sync_with_saves(std::span<const int32_t> eff, const eval_options& eo, bool cold,
                            sync_result* sr);
     void disk_save_current(kvstore::save_reason why);
+    // The disk cache, when the live session runs under the server's steering scales (the
+    // store's identity includes them; requests with their own scales bypass it).
+    kvstore::store* disk() const;
+    // Switches the live session to the request's steering scales (saving it to the disk
+    // cache first, and forgetting its timeline, when they differ).
+    status apply_steering(const gen_request& r);
 
     const Engine& engine_;
     const tokenizer& tok_;

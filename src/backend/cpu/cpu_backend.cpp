@@ -68,6 +68,7 @@ bool cpu_backend::supports(op_kind op) const {
         case op_kind::sparse_attention:
         case op_kind::router:
         case op_kind::moe:
+        case op_kind::project_out:
         case op_kind::round_bf16:
         case op_kind::qdq_rows:
         case op_kind::rope41:
@@ -216,6 +217,25 @@ void cpu_backend::swiglu(const tensor& g, const tensor& u, const tensor& out, fl
                 const float* ur = u.f32_row(r);
                 float* o = out.f32_row(r);
                 for (int64_t i = 0; i < w; ++i) o[i] = cpu::swiglu_clamped(gr[i], ur[i], clamp);
+            }
+        },
+        rows_per_task(w));
+}
+
+void cpu_backend::project_out(const tensor& x, const tensor& v, float scale) {
+    const int64_t w = x.ne[0];
+    MAGNETAR_ASSERT(v.type == ggml_type::F32 && v.ne[0] == w && v.n_rows() == 1,
+                    "project_out: v must be one F32 row of x's width");
+    const float* vd = v.f32_row(0);
+    pool_.parallel_for(
+        x.n_rows(),
+        [&](int64_t r0, int64_t r1, int) {
+            for (int64_t r = r0; r < r1; ++r) {
+                float* xr = x.f32_row(r);
+                double d = 0.0;
+                for (int64_t i = 0; i < w; ++i) d += static_cast<double>(vd[i]) * xr[i];
+                const auto c = static_cast<float>(static_cast<double>(scale) * d);
+                for (int64_t i = 0; i < w; ++i) xr[i] -= c * vd[i];
             }
         },
         rows_per_task(w));

@@ -53,6 +53,7 @@ class cpu_backend : public backend {
     void fill(const tensor& dst, float value) override;
     void add(const tensor& a, const tensor& b, const tensor& out, int rep) override;
     void swiglu(const tensor& g, const tensor& u, const tensor& out, float clamp) override;
+    void project_out(const tensor& x, const tensor& v, float scale) override;
 
     void matmul(const tensor& w, const tensor& x, const tensor& y) override;
     void rms_norm(const tensor& x, const tensor& w, const tensor& out, uint32_t group,

@@ -54,6 +54,19 @@ __global__ void swiglu_kernel(mat g, mat u, mat out, float clamp) {
     out.row(r)[c] = swiglu_f(g.row(r)[c], u.row(r)[c], clamp);
 }
 
+// One block per row: x_r -= scale * v * dot(v, x_r), the dot in double (cpu twin:
+// cpu_backend::project_out; only the summation order differs).
+__global__ void project_out_kernel(mat x, const float* v, float scale) {
+    __shared__ double sh[32];
+    float* xr = x.row(blockIdx.x);
+    double d = 0.0;
+    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x)
+        d += static_cast<double>(v[i]) * xr[i];
+    d = block_sum_d(d, sh);
+    const auto c = static_cast<float>(static_cast<double>(scale) * d);
+    for (int64_t i = threadIdx.x; i < x.cols; i += blockDim.x) xr[i] -= c * v[i];
+}
+
 // One block per (row, group).
 __global__ void rms_norm_kernel(mat x, const float* w, mat out, int64_t group, float eps) {
     __shared__ double sh[32];
@@ -222,6 +235,7 @@ bool cuda_backend::supports(op_kind op) const {
         case op_kind::sparse_attention:
         case op_kind::router:
         case op_kind::moe:
+        case op_kind::project_out:
             return true;
         case op_kind::round_bf16:
         case op_kind::qdq_rows:
@@ -642,6 +656,18 @@ void cuda_backend::swiglu(const tensor& g, const tensor& u, const tensor& out, f
     cuda::swiglu_kernel<<<grid_for(n, kBlock), kBlock, 0, st(stream_)>>>(
         as_mat(dev(g, "swiglu")), as_mat(dev(u, "swiglu")), as_mat(dev(out, "swiglu")), clamp);
     MAGNETAR_CUDA_LAUNCHED("swiglu");
+}
+
+void cuda_backend::project_out(const tensor& x, const tensor& v, float scale) {
+    MAGNETAR_ASSERT(v.type == ggml_type::F32 && v.ne[0] == x.ne[0] && v.n_rows() == 1,
+                    "project_out: v must be one F32 row of x's width");
+    if (probe(op_kind::project_out, x, v, scale)) return;
+    if (x.n_rows() == 0) return;
+    const int threads = x.ne[0] >= 1024 ? 256 : 128;
+    cuda::project_out_kernel<<<static_cast<unsigned>(x.n_rows()), threads, 0, st(stream_)>>>(
+        as_mat(dev(x, "project_out")), static_cast<const float*>(dev(v, "project_out").data),
+        scale);
+    MAGNETAR_CUDA_LAUNCHED("project_out");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-#include "cli/bench_svg.h"
+#include "cli/chart_svg.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@ namespace magnetar::cli {
 
 namespace {
 
-const char* kPrefillColor = "#1f77b4";
-const char* kGenColor = "#d62728";
+const char* kLeftColor = "#1f77b4";
+const char* kRightColor = "#d62728";
 
 std::string xml_escape(const std::string& s) {
     std::string out;
@@ -40,10 +40,11 @@ std::string num(double v) {
     return b;
 }
 
-// Tick label: integers without decimals, "k" for thousands of tokens on the context axis.
-std::string tick_label(double v, double step, bool ctx) {
+// Tick label: integers without decimals, "k" for thousands (the context axis).
+std::string tick_label(double v, double step, bool thousands) {
     char b[64];
-    if (ctx && v >= 1000 && std::fmod(v, 1000.0) == 0) {
+    if (std::fabs(v) < step * 1e-9) v = 0;  // no "-0"
+    if (thousands && v >= 1000 && std::fmod(v, 1000.0) == 0) {
         std::snprintf(b, sizeof b, "%gk", v / 1000);
     } else if (step >= 1) {
         std::snprintf(b, sizeof b, "%.0f", v);
@@ -54,15 +55,39 @@ std::string tick_label(double v, double step, bool ctx) {
     return b;
 }
 
+// A tooltip value: three significant digits, whole numbers from 100 on.
+std::string value_label(double v) {
+    char b[64];
+    if (std::fabs(v) >= 100) {
+        std::snprintf(b, sizeof b, "%.0f", v);
+    } else {
+        std::snprintf(b, sizeof b, "%.3g", v);
+    }
+    return b;
+}
+
+// A tooltip x position as written ("512", "-1.5").
+std::string x_label_of(double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+}
+
 struct axis {
     double lo = 0, hi = 1, step = 1;
 };
 
-// From zero (throughput) or from the data minimum (context) up to a round maximum.
+// From zero (or from the data minimum) up to a round maximum; an empty range gets one step.
 axis make_axis(double lo, double hi, bool from_zero) {
     axis a;
-    if (!(hi > 0) || !std::isfinite(hi)) hi = 1;
-    if (from_zero || !(lo < hi)) lo = 0;
+    if (!std::isfinite(hi)) hi = 1;
+    if (!std::isfinite(lo)) lo = 0;
+    if (from_zero) lo = std::min(lo, 0.0);
+    if (from_zero && !(hi > 0)) hi = std::max(hi, 1.0);
+    if (!(lo < hi)) {
+        lo -= 1;
+        hi += 1;
+    }
     a.step = nice_step(hi - lo, 6);
     a.lo = std::floor(lo / a.step) * a.step;
     a.hi = std::ceil(hi / a.step) * a.step;
@@ -80,27 +105,32 @@ double nice_step(double range, int target) {
     return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
 }
 
-std::string throughput_svg(const std::vector<throughput_point>& points, const chart_options& o) {
+std::string dual_axis_svg(const dual_axis_chart& c, const chart_options& o) {
     const double W = o.width, H = o.height;
     const double left = 80, right = 80, top = 95, bottom = 70;
     const double pw = W - left - right, ph = H - top - bottom;
+    const size_t n = std::min({c.x.size(), c.left.y.size(), c.right.y.size()});
 
-    double cmin = 0, cmax = 1, pmax = 0, gmax = 0;
-    if (!points.empty()) {
-        cmin = cmax = points.front().ctx;
-        for (const auto& p : points) {
-            cmin = std::min(cmin, p.ctx);
-            cmax = std::max(cmax, p.ctx);
-            pmax = std::max(pmax, p.prefill_tps);
-            gmax = std::max(gmax, p.gen_tps);
+    double xmin = 0, xmax = 1, lmin = 0, lmax = 0, rmin = 0, rmax = 0;
+    if (n > 0) {
+        xmin = xmax = c.x[0];
+        lmin = lmax = c.left.y[0];
+        rmin = rmax = c.right.y[0];
+        for (size_t i = 0; i < n; ++i) {
+            xmin = std::min(xmin, c.x[i]);
+            xmax = std::max(xmax, c.x[i]);
+            lmin = std::min(lmin, c.left.y[i]);
+            lmax = std::max(lmax, c.left.y[i]);
+            rmin = std::min(rmin, c.right.y[i]);
+            rmax = std::max(rmax, c.right.y[i]);
         }
     }
-    const axis ax = make_axis(cmin, cmax, false);
-    const axis ap = make_axis(0, pmax, true);
-    const axis ag = make_axis(0, gmax, true);
+    const axis ax = make_axis(xmin, xmax, false);
+    const axis al = make_axis(lmin, lmax, c.y_from_zero);
+    const axis ar = make_axis(rmin, rmax, c.y_from_zero);
     auto X = [&](double v) { return left + (v - ax.lo) / (ax.hi - ax.lo) * pw; };
-    auto YP = [&](double v) { return top + ph - (v - ap.lo) / (ap.hi - ap.lo) * ph; };
-    auto YG = [&](double v) { return top + ph - (v - ag.lo) / (ag.hi - ag.lo) * ph; };
+    auto YL = [&](double v) { return top + ph - (v - al.lo) / (al.hi - al.lo) * ph; };
+    auto YR = [&](double v) { return top + ph - (v - ar.lo) / (ar.hi - ar.lo) * ph; };
 
     std::string s;
     s += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -119,11 +149,11 @@ std::string throughput_svg(const std::vector<throughput_point>& points, const ch
              xml_escape(o.subtitle) + "</text>\n";
     }
 
-    // Grid and ticks. Horizontal grid lines follow the prefill (left) axis.
+    // Grid and ticks. Horizontal grid lines follow the left axis.
     s += "<g id=\"grid\" stroke=\"#e5e5e5\" stroke-width=\"1\">\n";
-    for (double v = ap.lo; v <= ap.hi + ap.step * 1e-9; v += ap.step) {
-        s += "<line x1=\"" + num(left) + "\" y1=\"" + num(YP(v)) + "\" x2=\"" + num(left + pw) +
-             "\" y2=\"" + num(YP(v)) + "\"/>\n";
+    for (double v = al.lo; v <= al.hi + al.step * 1e-9; v += al.step) {
+        s += "<line x1=\"" + num(left) + "\" y1=\"" + num(YL(v)) + "\" x2=\"" + num(left + pw) +
+             "\" y2=\"" + num(YL(v)) + "\"/>\n";
     }
     for (double v = ax.lo; v <= ax.hi + ax.step * 1e-9; v += ax.step) {
         s += "<line x1=\"" + num(X(v)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(X(v)) +
@@ -138,15 +168,15 @@ std::string throughput_svg(const std::vector<throughput_point>& points, const ch
         s += "<line x1=\"" + num(X(v)) + "\" y1=\"" + num(top + ph) + "\" x2=\"" + num(X(v)) +
              "\" y2=\"" + num(top + ph + 5) + "\" stroke=\"black\"/>\n";
         s += "<text x=\"" + num(X(v)) + "\" y=\"" + num(top + ph + 20) +
-             "\" text-anchor=\"middle\">" + tick_label(v, ax.step, true) + "</text>\n";
+             "\" text-anchor=\"middle\">" + tick_label(v, ax.step, c.x_thousands) + "</text>\n";
     }
     s += "<text x=\"" + num(left + pw / 2) + "\" y=\"" + num(H - 20) +
-         "\" text-anchor=\"middle\">context (tokens)</text>\n";
+         "\" text-anchor=\"middle\">" + xml_escape(c.x_label) + "</text>\n";
     s += "</g>\n";
 
-    auto y_axis = [&](const char* id, const axis& a, double x, bool is_left, const char* color,
-                      const char* label, auto Y) {
-        s += std::string("<g id=\"") + id + "\" fill=\"" + color + "\">\n";
+    auto y_axis = [&](const chart_series& se, const axis& a, double x, bool is_left,
+                      const char* color, auto Y) {
+        s += "<g id=\"y-axis-" + xml_escape(se.id) + "\" fill=\"" + color + "\">\n";
         s += "<line x1=\"" + num(x) + "\" y1=\"" + num(top) + "\" x2=\"" + num(x) + "\" y2=\"" +
              num(top + ph) + "\" stroke=\"" + color + "\"/>\n";
         for (double v = a.lo; v <= a.hi + a.step * 1e-9; v += a.step) {
@@ -160,53 +190,66 @@ std::string throughput_svg(const std::vector<throughput_point>& points, const ch
         const double lx = is_left ? 22 : W - 22;
         s += "<text x=\"" + num(lx) + "\" y=\"" + num(top + ph / 2) +
              "\" text-anchor=\"middle\" transform=\"rotate(" + (is_left ? "-90 " : "90 ") +
-             num(lx) + " " + num(top + ph / 2) + ")\">" + label + "</text>\n";
+             num(lx) + " " + num(top + ph / 2) + ")\">" + xml_escape(se.axis_label) + "</text>\n";
         s += "</g>\n";
     };
-    y_axis("y-axis-prefill", ap, left, true, kPrefillColor, "prefill (tokens/s)", YP);
-    y_axis("y-axis-generation", ag, left + pw, false, kGenColor, "generation (tokens/s)", YG);
+    y_axis(c.left, al, left, true, kLeftColor, YL);
+    y_axis(c.right, ar, left + pw, false, kRightColor, YR);
 
-    auto series = [&](const char* id, const char* color, const char* dash, auto value, auto Y) {
-        s += std::string("<g id=\"") + id + "\">\n";
-        if (points.size() > 1) {
+    auto series = [&](const chart_series& se, const char* color, auto Y) {
+        const std::string dash = se.dashed ? " stroke-dasharray=\"6 3\"" : "";
+        s += "<g id=\"series-" + xml_escape(se.id) + "\">\n";
+        if (n > 1) {
             s += std::string("<polyline fill=\"none\" stroke=\"") + color +
                  "\" stroke-width=\"2\"" + dash + " points=\"";
-            for (size_t i = 0; i < points.size(); ++i) {
-                s += (i ? " " : "") + num(X(points[i].ctx)) + "," + num(Y(value(points[i])));
-            }
+            for (size_t i = 0; i < n; ++i)
+                s += (i ? " " : "") + num(X(c.x[i])) + "," + num(Y(se.y[i]));
             s += "\"/>\n";
         }
-        for (const auto& p : points) {
-            s += "<circle cx=\"" + num(X(p.ctx)) + "\" cy=\"" + num(Y(value(p))) +
-                 "\" r=\"3.5\" fill=\"" + color + "\"><title>" + tick_label(p.ctx, 1, false) +
-                 " tokens: " + num(value(p)) + " t/s</title></circle>\n";
+        for (size_t i = 0; i < n; ++i) {
+            s += "<circle cx=\"" + num(X(c.x[i])) + "\" cy=\"" + num(Y(se.y[i])) +
+                 "\" r=\"3.5\" fill=\"" + color + "\"><title>" + xml_escape(se.legend) + " at " +
+                 x_label_of(c.x[i]) + " " + xml_escape(c.x_tooltip) + ": " + value_label(se.y[i]) +
+                 " " + xml_escape(se.unit) + "</title></circle>\n";
         }
         s += "</g>\n";
     };
-    series(
-        "series-prefill", kPrefillColor, "",
-        [](const throughput_point& p) { return p.prefill_tps; }, YP);
-    series(
-        "series-generation", kGenColor, " stroke-dasharray=\"6 3\"",
-        [](const throughput_point& p) { return p.gen_tps; }, YG);
+    series(c.left, kLeftColor, YL);
+    series(c.right, kRightColor, YR);
 
     // Legend: one row between the title and the plot, so it never covers a point.
     const double lx = W / 2 - 200, ly = 62;
     s += "<g id=\"legend\">\n";
     s += "<rect x=\"" + num(lx) + "\" y=\"" + num(ly) +
          "\" width=\"400\" height=\"24\" fill=\"white\" stroke=\"#999\"/>\n";
-    s += "<line x1=\"" + num(lx + 10) + "\" y1=\"" + num(ly + 12) + "\" x2=\"" + num(lx + 40) +
-         "\" y2=\"" + num(ly + 12) + "\" stroke=\"" + kPrefillColor + "\" stroke-width=\"2\"/>\n";
-    s += "<text x=\"" + num(lx + 46) + "\" y=\"" + num(ly + 16) +
-         "\">prefill t/s (left axis)</text>\n";
-    s += "<line x1=\"" + num(lx + 205) + "\" y1=\"" + num(ly + 12) + "\" x2=\"" + num(lx + 235) +
-         "\" y2=\"" + num(ly + 12) + "\" stroke=\"" + kGenColor +
-         "\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n";
-    s += "<text x=\"" + num(lx + 241) + "\" y=\"" + num(ly + 16) +
-         "\">generation t/s (right axis)</text>\n";
+    auto key = [&](const chart_series& se, double x0, const char* color) {
+        s += "<line x1=\"" + num(x0) + "\" y1=\"" + num(ly + 12) + "\" x2=\"" + num(x0 + 30) +
+             "\" y2=\"" + num(ly + 12) + "\" stroke=\"" + color + "\" stroke-width=\"2\"" +
+             (se.dashed ? " stroke-dasharray=\"6 3\"" : "") + "/>\n";
+        s += "<text x=\"" + num(x0 + 36) + "\" y=\"" + num(ly + 16) + "\">" +
+             xml_escape(se.legend) + "</text>\n";
+    };
+    key(c.left, lx + 10, kLeftColor);
+    key(c.right, lx + 205, kRightColor);
     s += "</g>\n";
     s += "</svg>\n";
     return s;
+}
+
+std::string throughput_svg(const std::vector<throughput_point>& points, const chart_options& o) {
+    dual_axis_chart c;
+    c.x_label = "context (tokens)";
+    c.x_tooltip = "tokens";
+    c.x_thousands = true;
+    c.left = {{}, "prefill (tokens/s)", "prefill t/s (left axis)", "t/s", "prefill", false};
+    c.right = {{},  "generation (tokens/s)", "generation t/s (right axis)", "t/s", "generation",
+               true};
+    for (const throughput_point& p : points) {
+        c.x.push_back(p.ctx);
+        c.left.y.push_back(p.prefill_tps);
+        c.right.y.push_back(p.gen_tps);
+    }
+    return dual_axis_svg(c, o);
 }
 
 }  // namespace magnetar::cli
