@@ -32,6 +32,7 @@ TOOL_TARGETS = {
     "tools/server": "magnetar_server",
     "tools/gen-model": "magnetar_genmodel",
     "tools/quantize": "magnetar_quantize_tool",
+    "tools/eval": "magnetar_eval_tool",
     "tools/cuda-bench": "magnetar_cuda_bench",
 }
 
