@@ -63,7 +63,7 @@ log "gpu tests exit code $TEST_RC"
 MODEL="$MODEL_DIR/flash-layers-4-published.gguf"
 if [ ! -s "$MODEL" ]; then
     log "generate flash-layers:4 --weights published"
-    timeout 240 "$BUILD/bin/magnetar" gen-model --preset flash-layers:4 --weights published \
+    timeout 240 "$BUILD/bin/magnetar" gen-model --overwrite --preset flash-layers:4 --weights published \
         -o "$MODEL" -q > "$RESULTS/gen-model.txt" 2>&1 || { tail -20 "$RESULTS/gen-model.txt"; die "gen-model"; }
 fi
 log "model $(du -h "$MODEL" | cut -f1)"

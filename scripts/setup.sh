@@ -81,7 +81,7 @@ if [ "$have" != "$want" ]; then
 fi
 if [ ! -f models/magnetar-tiny-q2.gguf ]; then
     echo "setup: writing the q2 variant models/magnetar-tiny-q2.gguf"
-    build/bin/magnetar quantize models/magnetar-tiny.gguf models/magnetar-tiny-q2.gguf.tmp \
+    build/bin/magnetar quantize --overwrite models/magnetar-tiny.gguf models/magnetar-tiny-q2.gguf.tmp \
         --scheme q2 -q
     mv models/magnetar-tiny-q2.gguf.tmp models/magnetar-tiny-q2.gguf
 fi

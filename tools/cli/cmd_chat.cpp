@@ -191,7 +191,8 @@ class chat {
         printer.begin(!suffix.empty() && suffix.back() == sp.think);
         generation g;
         g.sampling = f_.sampling;
-        g.n_predict = f_.n_predict;
+        g.n_predict = predict_limit(f_.n_predict);
+        g.stop_at_eos = !f_.ignore_eos;
         g.eos = sp.eos;
         g.progress = isatty(STDERR_FILENO) != 0;
         g.on_token = [&printer](int32_t id) { printer.push(id); };

@@ -1,5 +1,6 @@
 // `magnetar gen-model`: writes a DeepSeek-V4-layout GGUF with random weights.
 #include "cli/command.h"
+#include "cli/common.h"
 #include "core/format.h"
 #include "gen-model/gen_model.h"
 #include "model/hparams.h"
@@ -17,6 +18,7 @@ action setup(CLI::App& sub) {
         std::string tokenizer_json;
         bool quiet = false;
         bool mtp = false;
+        bool overwrite = false;
     };
     auto a = std::make_shared<args>();
     sub.add_option("--preset", a->preset, std::string("Model shape: ") + preset_names_help())
@@ -39,6 +41,7 @@ action setup(CLI::App& sub) {
                  "Add the MTP block (V4 presets; flash-layers:2 --mtp for speculative-decoding "
                  "benchmarks)");
     sub.add_flag("-q,--quiet", a->quiet, "No progress bar");
+    sub.add_flag("--overwrite", a->overwrite, "Replace the output file when it exists");
     sub.footer(
         "Presets: tiny (6 layers, ratios 0/0/4/128/4/128, 2 hash layers, D 256), tiny-mtp (tiny "
         "plus "
@@ -49,6 +52,7 @@ action setup(CLI::App& sub) {
         "map "
         "t / 2 over it); v41-flash is the released shape (memory accounting; not generated).");
     return [a]() {
+        check_output(a->output, a->overwrite);
         genmodel::options o;
         o.preset = a->preset;
         o.weights = genmodel::parse_weight_scheme(a->weights);

@@ -34,6 +34,7 @@ struct args {
     int threads = 0;
     bool quiet = false;
     std::vector<std::string> merge;
+    bool overwrite = false;
 };
 
 void check(const status& st) {
@@ -75,6 +76,7 @@ void print_warning(const std::string& w) {
 
 int run_merge(const args& a) {
     if (a.merge.size() < 2) throw Error("imatrix: --merge needs at least two files");
+    check_output(a.output, a.overwrite, a.merge);
     imatrix::data d = imatrix::read(a.merge[0]);
     for (size_t i = 1; i < a.merge.size(); ++i) imatrix::merge(d, imatrix::read(a.merge[i]));
     std::string warning;
@@ -136,6 +138,7 @@ std::vector<std::vector<int32_t>> make_chunks(const Engine& engine, const args& 
 int run_collect(const args& a) {
     if (a.prompts.empty()) throw Error("imatrix: give --prompts FILE (or --merge FILES)");
     if (a.chunk < 2) throw Error("imatrix: --chunk must be at least 2");
+    check_output(a.output, a.overwrite);
     engine_options eo;
     eo.model_path = resolve_model_path(a.model);
     eo.mtp_path = a.mtp_model;
@@ -243,6 +246,7 @@ action setup(CLI::App& sub) {
                  "One sequence per paragraph (cut to --chunk tokens) instead of fixed chunks");
     sub.add_option("-t,--threads", a->threads, "Threads (default: physical cores)");
     sub.add_flag("-q,--quiet", a->quiet, "No progress bar or summary");
+    sub.add_flag("--overwrite", a->overwrite, "Replace --output when it exists");
     sub.add_option("--merge", a->merge,
                    "Add these imatrix files (GGUF or legacy .dat) together into --output "
                    "instead of collecting: sums and counts add")

@@ -1,5 +1,6 @@
 // `magnetar quantize`: requantize a DeepSeek V4 GGUF per tensor class (tools/quantize).
 #include "cli/command.h"
+#include "cli/common.h"
 #include "core/error.h"
 #include "quantize/quantize_model.h"
 
@@ -27,9 +28,12 @@ action setup(CLI::App& sub) {
     sub.add_option("-t,--threads", o->n_threads, "Threads (default: all)");
     sub.add_flag("-q,--quiet", o->quiet, "No progress bar");
     sub.add_flag("--dry-run", o->dry_run, "Print each tensor's type change and write nothing");
-    return [o]() {
+    auto overwrite = std::make_shared<bool>(false);
+    sub.add_flag("--overwrite", *overwrite, "Replace the output file when it exists");
+    return [o, overwrite]() {
         if (o->output.empty() && !o->dry_run)
             throw magnetar::Error("quantize: give an output path (or --dry-run)");
+        if (!o->dry_run) check_output(o->output, *overwrite, {o->input});
         quantize_tool::run(*o);
         return 0;
     };

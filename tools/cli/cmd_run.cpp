@@ -44,14 +44,17 @@ struct args {
 int run_tokens(const args& a) {
     using clock = std::chrono::steady_clock;
     const std::vector<int32_t> prompt = read_token_file(a.tokens);
-    const int64_t n_predict = a.f.n_opt->count() > 0 ? a.f.n_predict : 32;
+    int64_t n_predict = a.f.n_opt->count() > 0 ? predict_limit(a.f.n_predict) : 32;
     sampling_params sp = a.f.sampling;
     if (a.f.temp_opt->count() == 0) sp.temperature = 0;  // greedy unless asked otherwise
 
     const auto engine = load_engine(a.f, /*need_tokenizer=*/false);
     session_options so;
-    so.n_ctx =
-        a.f.ctx_opt->count() > 0 ? a.f.n_ctx : static_cast<int64_t>(prompt.size()) + n_predict;
+    // -n -1 without --ctx: the CLI's default context.
+    const int64_t want =
+        n_predict > kDefaultCtx ? kDefaultCtx : static_cast<int64_t>(prompt.size()) + n_predict;
+    so.n_ctx = a.f.ctx_opt->count() > 0 ? a.f.n_ctx : want;
+    n_predict = std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(prompt.size()));
     so.chunk_size = a.chunk;
     std::unique_ptr<Session> session;
     check(engine->create_session(so, &session));
@@ -142,7 +145,8 @@ int run_text(const args& a) {
     printer.begin(!prompt.empty() && prompt.back() == sp.think);
     generation g;
     g.sampling = a.f.sampling;
-    g.n_predict = a.f.n_predict;
+    g.n_predict = predict_limit(a.f.n_predict);
+    g.stop_at_eos = !a.f.ignore_eos;
     g.eos = sp.eos;
     g.progress = isatty(STDERR_FILENO) != 0;
     g.on_token = [&printer](int32_t id) { printer.push(id); };
@@ -177,7 +181,8 @@ int run_perplexity(const args& a) {
     std::vector<int32_t> ids;
     check(engine->tokenize(text, false, &ids));
     install_interrupt_handler();
-    const perplexity_result r = score_perplexity(*engine, ids, a.f.n_ctx, a.f.n_predict);
+    const perplexity_result r =
+        score_perplexity(*engine, ids, a.f.n_ctx, predict_limit(a.f.n_predict));
     std::printf("%s\n", perplexity_line(r).c_str());
     return 0;
 }
@@ -205,8 +210,9 @@ int run(const args& a) {
 action setup(CLI::App& sub) {
     auto a = std::make_shared<args>();
     a->prompt_opt = sub.add_option("-p,--prompt", a->prompt, "Prompt text (one user turn)");
-    auto* file = sub.add_option("--prompt-file", a->prompt_file, "Read the prompt from a file")
-                     ->check(CLI::ExistingFile);
+    auto* file =
+        sub.add_option("-f,--file,--prompt-file", a->prompt_file, "Read the prompt from a file")
+            ->check(CLI::ExistingFile);
     a->prompt_opt->excludes(file);
     sub.add_flag("--raw", a->raw,
                  "Plain completion of the text: no chat template (text starting with the BOS "
@@ -216,7 +222,9 @@ action setup(CLI::App& sub) {
                    "--temp is given, no stop token, -n defaults to 32)")
         ->check(CLI::ExistingFile);
     add_common_flags(sub, a->f);
-    sub.add_option("--chunk", a->chunk, "Prefill chunk size")->capture_default_str();
+    sub.add_option("--chunk,-b,--batch-size", a->chunk, "Prefill chunk size")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     sub.add_flag("--dump-tokens", a->dump_tokens,
                  "Print the prompt's token ids as written (rendered-chat tokenization, no "
                  "template) and exit");

@@ -114,6 +114,7 @@ struct build_args {
     bool think = false;
     bool pair_normalize = false;
     bool no_orthogonalize = false;
+    bool overwrite = false;
 };
 
 using rows_t = std::vector<std::vector<double>>;  // [n_layer][D], summed or per prompt
@@ -163,6 +164,8 @@ double norm(const std::vector<double>& v) {
 }
 
 int run_build(const build_args& a) {
+    check_output(a.out, a.overwrite);
+    check_output(steering_sidecar_path(a.out), a.overwrite);
     const std::vector<std::string> good = read_prompts(a.good);
     const std::vector<std::string> bad = read_prompts(a.bad);
     if (a.pair_normalize && good.size() != bad.size()) {
@@ -452,6 +455,7 @@ action setup(CLI::App& sub) {
                     "Average unit differences of line-paired prompts instead of the means");
     build->add_flag("--no-orthogonalize", b->no_orthogonalize,
                     "Keep the control mean's component in the direction");
+    build->add_flag("--overwrite", b->overwrite, "Replace the direction file when it exists");
 
     auto w = std::make_shared<sweep_args>();
     w->sampling.temperature = 0.0f;  // a greedy sweep is repeatable

@@ -1,5 +1,7 @@
 #include "cli/common.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -25,6 +27,20 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
     return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+void check_output(const std::string& path, bool overwrite, const std::vector<std::string>& inputs) {
+    struct stat out {};
+    if (overwrite || ::stat(path.c_str(), &out) != 0) return;
+    for (const std::string& in : inputs) {
+        struct stat st {};
+        if (::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino) {
+            throw std::runtime_error(path +
+                                     " is also the input; give another output path, or "
+                                     "--overwrite to replace the input");
+        }
+    }
+    throw std::runtime_error(path + " exists; --overwrite replaces it");
 }
 
 void write_file_text(const std::string& path, const std::string& text) {

@@ -1,4 +1,4 @@
-// Helpers shared by the subcommands: default model resolution, medians, writing a text file.
+// Helpers shared by the subcommands: default model resolution, medians, output files.
 #pragma once
 
 #include <string>
@@ -17,6 +17,11 @@ std::string resolve_model_path(const std::string& flag);
 // Median of the values (the mean of the middle two for an even count), 0 for none: how the
 // benchmarks summarize repeated passes.
 double median(std::vector<double> v);
+
+// Refuses to replace an existing file unless --overwrite was given (throws std::runtime_error
+// with one line naming the file, and saying when it is also one of `inputs`).
+void check_output(const std::string& path, bool overwrite,
+                  const std::vector<std::string>& inputs = {});
 
 // Writes `text` to `path` (replacing it); throws std::runtime_error naming the file.
 void write_file_text(const std::string& path, const std::string& text);

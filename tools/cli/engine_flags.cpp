@@ -15,6 +15,10 @@ void add_backend_flags(CLI::App& sub, engine_flags& f) {
     sub.add_option("--device", f.device, "GPU ordinal of --backend cuda")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
+    sub.add_option("--n-gpu-layers", f.n_gpu_layers,
+                   "(also -ngl) 0 runs on the CPU, N > 0 on the GPU (the whole model: "
+                   "there is no partial offload)")
+        ->check(CLI::Range(0, 100000));
 }
 
 void add_pipeline_flags(CLI::App& sub, engine_flags& f) {
@@ -93,6 +97,27 @@ void add_engine_flags(CLI::App& sub, engine_flags& f) {
 
 void apply_engine_flags(const engine_flags& f, engine_options& eo) {
     eo.backend = f.backend;
+    if (f.n_gpu_layers >= 0) {
+        const std::string want = f.n_gpu_layers > 0 ? "cuda" : "cpu";
+        if (!f.backend.empty() && f.backend != want) {
+            throw std::runtime_error(strfmt("-ngl %d asks for the %s but --backend is %s",
+                                            f.n_gpu_layers, f.n_gpu_layers > 0 ? "GPU" : "CPU",
+                                            f.backend.c_str()));
+        }
+        eo.backend = want;
+        if (f.n_gpu_layers > 0) {
+            engine_options probe;
+            probe.backend = "cuda";
+            probe.device = f.device;
+            std::string desc;
+            const status st = Engine::probe_backend(probe, &desc);
+            if (!st.ok()) {
+                throw std::runtime_error(
+                    strfmt("-ngl %d asks for the GPU, but %s; -ngl 0 (or no -ngl) runs on the CPU",
+                           f.n_gpu_layers, st.message().c_str()));
+            }
+        }
+    }
     if (eo.backend.empty()) {
         const char* env = std::getenv("MAGNETAR_BACKEND");
         eo.backend = env && *env ? env : "cpu";

@@ -15,6 +15,7 @@ namespace magnetar::cli {
 struct engine_flags {
     std::string backend;  // empty: MAGNETAR_BACKEND, else "cpu"
     int device = 0;
+    int n_gpu_layers = -1;  // -ngl: 0 the CPU, > 0 the GPU (the whole model); -1 not given
     std::string layers = "auto";
     bool f32 = false;
     int64_t chunk = 64;
@@ -29,7 +30,7 @@ struct engine_flags {
     float steer_attn = 0.0f;
 };
 
-// --backend, --device.
+// --backend, --device, -ngl / --n-gpu-layers.
 void add_backend_flags(CLI::App& sub, engine_flags& f);
 // --layers, --wire-f32, --pipeline-chunk.
 void add_pipeline_flags(CLI::App& sub, engine_flags& f);
@@ -43,6 +44,8 @@ void check_mtp_flags(const engine_flags& f, const model_info& info);
 void add_steering_flags(CLI::App& sub, engine_flags& f);
 // Backend and pipeline flags.
 void add_engine_flags(CLI::App& sub, engine_flags& f);
+// Throws std::runtime_error for -ngl N > 0 when no GPU backend can run here (one line saying
+// why) and for -ngl that contradicts --backend.
 void apply_engine_flags(const engine_flags& f, engine_options& eo);
 // Prints the backend (when it is not the CPU), the stage split (when pipelined) and the
 // steering file with its scales (when one is loaded) to stderr.

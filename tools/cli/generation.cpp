@@ -20,31 +20,78 @@ namespace magnetar::cli {
 // Flags
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// Sampling fractions: (0, 1] for top-p, [0, 1) for min-p, said in words when violated.
+CLI::Validator open_closed_unit(const std::string& name) {
+    return CLI::Validator(
+        [name](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (!end || *end != '\0' || v.empty()) return "\"" + v + "\" is not a number";
+            if (!(x > 0 && x <= 1))
+                return v + " is out of range; " + name + " must be above 0 and at most 1";
+            return "";
+        },
+        "(0, 1]");
+}
+
+CLI::Validator closed_open_unit(const std::string& name) {
+    return CLI::Validator(
+        [name](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            if (!end || *end != '\0' || v.empty()) return "\"" + v + "\" is not a number";
+            if (!(x >= 0 && x < 1))
+                return v + " is out of range; " + name + " must be at least 0 and below 1";
+            return "";
+        },
+        "[0, 1)");
+}
+
+}  // namespace
+
+int64_t predict_limit(int64_t n) {
+    return n < 0 ? std::numeric_limits<int64_t>::max() : n;
+}
+
 void add_common_flags(CLI::App& sub, common_flags& f) {
     sub.add_option(
         "-m,--model", f.model,
         std::string("Model GGUF (default: $MAGNETAR_MODEL or ") + kDefaultModelRelPath + ")");
-    f.ctx_opt = sub.add_option("-c,--ctx", f.n_ctx, "Context size in tokens")
+    f.ctx_opt = sub.add_option("-c,--ctx,--ctx-size", f.n_ctx, "Context size in tokens")
                     ->capture_default_str()
                     ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
-    sub.add_option("-t,--threads", f.threads, "Threads (default: one per physical core)");
+    sub.add_option("-t,--threads", f.threads, "Threads (default: one per physical core)")
+        ->check(CLI::PositiveNumber);
     add_engine_flags(sub, f.engine);
     add_mtp_flags(sub, f.engine);
     add_steering_flags(sub, f.engine);
     f.n_opt = sub.add_option("-n,--n-predict", f.n_predict,
-                             "Most tokens to generate (also capped at the free context - 1)")
+                             "Most tokens to generate; -1: until EOS or the context is full "
+                             "(always capped at the free context - 1)")
                   ->capture_default_str()
-                  ->check(CLI::NonNegativeNumber);
+                  ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
     f.temp_opt = sub.add_option("--temp", f.sampling.temperature, "Temperature (<= 0: greedy)")
                      ->capture_default_str()
                      ->check(CLI::Range(-1.0f, 100.0f));
     sub.add_option("--top-k", f.sampling.top_k, "Top-k (0: off; at most 1024)")
-        ->capture_default_str();
-    sub.add_option("--top-p", f.sampling.top_p, "Top-p nucleus (1: off)")->capture_default_str();
-    sub.add_option("--min-p", f.sampling.min_p, "Min-p, relative to the most likely token")
-        ->capture_default_str();
-    sub.add_option("--seed", f.sampling.seed,
-                   "Sampling seed, > 0 for reproducible runs (default: a fresh one)");
+        ->capture_default_str()
+        ->check(CLI::Range(0, k_sampling_max_top_k));
+    sub.add_option("--top-p", f.sampling.top_p, "Top-p nucleus, in (0, 1] (1: off)")
+        ->capture_default_str()
+        ->check(open_closed_unit("--top-p"));
+    sub.add_option("--min-p", f.sampling.min_p,
+                   "Min-p, relative to the most likely token, in [0, 1) (0: off)")
+        ->capture_default_str()
+        ->check(closed_open_unit("--min-p"));
+    sub.add_option_function<int64_t>(
+           "--seed", [&f](int64_t v) { f.sampling.seed = v > 0 ? static_cast<uint64_t>(v) : 0; },
+           "Sampling seed, > 0 for reproducible runs; -1 or none: a fresh one, printed after the "
+           "reply so that the run can be repeated")
+        ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
+    sub.add_flag("--ignore-eos", f.ignore_eos,
+                 "Keep generating past the end-of-sequence token (until -n or the context)");
     sub.add_option("--system", f.system, "System prompt; \"\" disables it (also spelled -sys)")
         ->capture_default_str();
     auto* think = sub.add_flag_callback(
@@ -79,6 +126,14 @@ std::unique_ptr<Engine> load_engine(const common_flags& f, bool need_tokenizer) 
     std::unique_ptr<Engine> engine;
     check(Engine::load(eo, &engine));
     report_engine(engine->info());
+    const uint64_t trained = engine->info().n_ctx_train;
+    if (f.ctx_opt && f.ctx_opt->count() > 0 && trained > 0 &&
+        static_cast<uint64_t>(f.n_ctx) > trained) {
+        std::fprintf(stderr,
+                     "magnetar: warning: --ctx %lld is above the %llu tokens the model was "
+                     "trained for; positions past that are extrapolated\n",
+                     static_cast<long long>(f.n_ctx), static_cast<unsigned long long>(trained));
+    }
     if (need_tokenizer && !engine->info().has_tokenizer) {
         throw std::runtime_error(eo.model_path + ": the model has no tokenizer (tokenizer.ggml.*)");
     }
@@ -337,6 +392,11 @@ void print_timing(const generation& g) {
     std::fprintf(stderr,
                  "prefill: %.2f t/s, generation: %.2f t/s (%lld prefilled, %zu generated)\n", pre,
                  gen, static_cast<long long>(g.prefilled), g.tokens.size());
+    if (g.sampling.temperature > 0 && !g.tokens.empty()) {
+        std::fprintf(stderr, "seed: %llu (--seed %llu repeats this reply)\n",
+                     static_cast<unsigned long long>(g.seed),
+                     static_cast<unsigned long long>(g.seed));
+    }
     if (g.spec.steps > 0) {
         std::fprintf(
             stderr,

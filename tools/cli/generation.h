@@ -37,7 +37,8 @@ struct common_flags {
     std::string model;
     int64_t n_ctx = kDefaultCtx;
     int threads = 0;
-    int64_t n_predict = 50000;
+    int64_t n_predict = 50000;  // -1: until EOS or the context is full (predict_limit)
+    bool ignore_eos = false;
     sampling_params sampling;  // protocol §4.1 CLI defaults
     std::string system = kDefaultSystem;
     think_mode mode = think_mode::on;
@@ -47,9 +48,12 @@ struct common_flags {
     engine_flags engine;
 };
 
-// -m, -c/--ctx, -t, -n, --temp, --top-k, --top-p, --min-p, --seed, --system (-sys),
-// --think / --think-max / --nothink.
+// -m, -c/--ctx/--ctx-size, -t, -n, --temp, --top-k, --top-p, --min-p, --seed, --ignore-eos,
+// --system (-sys), --think / --think-max / --nothink, and the engine, MTP and steering flags.
 void add_common_flags(CLI::App& sub, common_flags& f);
+
+// The token limit of -n: the value, or no limit for -1.
+int64_t predict_limit(int64_t n);
 
 // Throws std::runtime_error with the status message when not ok.
 void check(const status& st);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_errors.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "dist/comm.h"
@@ -39,16 +40,30 @@ int run_cli(int argc, char** argv) {
         CLI::App* sub = app.add_subcommand(c.name, c.description);
         actions.emplace_back(sub, c.setup(*sub));
     }
-    // ds4 spells the system prompt flag "-sys"; CLI11 takes one letter after a single dash.
+    // Habits of other tools (ds4's -sys, llama.cpp's -ngl) that CLI11 would split.
     std::vector<char*> args(argv, argv + argc);
-    static char system_flag[] = "--system";
-    for (char*& arg : args) {
-        if (std::string(arg) == "-sys") arg = system_flag;
+    rewrite_habits(args);
+    std::vector<std::string> names;
+    for (const auto& c : cmds) names.emplace_back(c.name);
+    if (const std::string line = unknown_command(args, names); !line.empty()) {
+        std::fprintf(stderr, "%s\n", line.c_str());
+        return 2;
+    }
+    if (argc == 1) {
+        std::fputs(app.help().c_str(), stdout);
+        return 2;
     }
     try {
         app.parse(argc, args.data());
-    } catch (const CLI::ParseError& e) {
+    } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "%s\n", friendly_parse_error(app, e).c_str());
+        return 2;
     }
     for (auto& [sub, act] : actions) {
         if (sub->parsed()) chosen = act;
