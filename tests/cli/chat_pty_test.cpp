@@ -3,8 +3,10 @@
 // identically, and the plain-line mode when standard input is not a terminal.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/cli_support.h"
@@ -161,6 +163,53 @@ TEST(ChatPlain, PipedInputAndErrors) {
         ++n;
     }
     EXPECT_EQ(n, 2u) << out;
+}
+
+TEST(ChatPlain, ClearSystemContinuationAndTheOverflowHint) {
+    std::string out;
+    const std::string cmd =
+        "printf 'first \\\\\\nline\\n/system\\n/system Be brief.\\n/system\\n/clear\\n"
+        "/system \"\"\\n/system\\n' | " +
+        test::magnetar_bin() + " chat -m " + cli_tiny_model() + " -t 2 -n 4 --seed 5";
+    ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
+    // "first \" + "line": one message of two lines (the continuation prompt, one reply).
+    EXPECT_NE(out.find("....... "), std::string::npos) << out;
+    size_t replies = 0;
+    for (size_t at = out.find("generation: "); at != std::string::npos;
+         at = out.find("generation: ", at + 1)) {
+        ++replies;
+    }
+    EXPECT_EQ(replies, 1u) << out;
+    EXPECT_NE(out.find("system prompt: \"You are a helpful assistant\""), std::string::npos) << out;
+    EXPECT_NE(out.find("system prompt set"), std::string::npos) << out;
+    EXPECT_NE(out.find("system prompt: \"Be brief.\""), std::string::npos) << out;
+    EXPECT_NE(out.find("conversation cleared"), std::string::npos) << out;
+    EXPECT_NE(out.find("system prompt removed"), std::string::npos) << out;
+    EXPECT_NE(out.find("system prompt: (none)"), std::string::npos) << out;
+
+    // A message that does not fit names the way out.
+    std::string words;
+    for (int i = 0; i < 40; ++i) words += "magnetar ";
+    const std::string small = "printf '" + words + "\\n' | " + test::magnetar_bin() + " chat -m " +
+                              cli_tiny_model() + " -t 2 -c 32 -n 4";
+    ASSERT_EQ(test::run_command(small, &out), 0) << out;
+    EXPECT_NE(out.find("(the message was not added); /ctx N gives a larger context, /clear "
+                       "starts over"),
+              std::string::npos)
+        << out;
+}
+
+TEST(ChatPty, CtrlDEndsThePromptLine) {
+    pty_process p(chat_argv({"-n", "4"}), chat_env());
+    ASSERT_NE(p.expect(kPrompt, 0), std::string::npos) << p.output();
+    // The line editor switches the terminal mode after printing the prompt (and may flush
+    // input typed before): give it a moment.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const size_t from = p.output().size();
+    p.send("\x04");
+    EXPECT_EQ(p.wait_exit(), 0);
+    const std::string tail = p.output().substr(from);
+    EXPECT_NE(tail.find('\n'), std::string::npos) << "no newline after Ctrl+D: " << tail;
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ namespace magnetar::cli {
 namespace {
 
 constexpr const char* kPrompt = "magnetar> ";
+constexpr const char* kContinuation = "....... ";
 constexpr const char* kSaveMagic = "magnetar-chat 1";
 
 const char* mode_name(think_mode m) {
@@ -69,7 +70,7 @@ class chat {
             stderr, "magnetar chat: %s, context %lld, thinking %s. /help lists the commands.\n",
             engine_.info().name.c_str(), static_cast<long long>(f_.n_ctx), mode_name(f_.mode));
         std::string line;
-        while (in.read(kPrompt, &line)) {
+        while (read_message(in, &line)) {
             line = trim(line);
             if (line.empty()) continue;
             try {
@@ -82,10 +83,27 @@ class chat {
                 std::fprintf(stderr, "magnetar: error: %s\n", e.what());
             }
         }
+        // Ctrl+D at the prompt: end the prompt's line, so the shell's starts on its own.
+        if (in.interactive()) std::printf("\n");
         return 0;
     }
 
   private:
+    // One message: a line, continued on the next while it ends with a backslash (the
+    // backslash becomes a newline). False at the end of input.
+    static bool read_message(line_reader& in, std::string* out) {
+        out->clear();
+        std::string line;
+        if (!in.read(kPrompt, &line)) return false;
+        while (!line.empty() && line.back() == '\\') {
+            line.pop_back();
+            *out += line + "\n";
+            if (!in.read(kContinuation, &line)) return true;
+        }
+        *out += line;
+        return true;
+    }
+
     // ---- commands ------------------------------------------------------------------------
 
     // False to leave the REPL.
@@ -101,10 +119,13 @@ class chat {
                 "/think-max     Think Max (needs a context of at least %lld)\n"
                 "/nothink       thinking off\n"
                 "/ctx N         new context size (the conversation is kept)\n"
+                "/clear         forget the conversation (the settings stay)\n"
+                "/system [TEXT] show or set the system prompt (\"\" removes it)\n"
                 "/read FILE     send a file's contents as the next message\n"
                 "/save FILE     save the conversation and the session state\n"
                 "/load FILE     continue a saved conversation\n"
                 "/quit, /exit   leave (so does Ctrl+D)\n"
+                "A line that ends with \\ continues on the next one.\n"
                 "Ctrl+C stops a reply and returns to the prompt.\n",
                 static_cast<long long>(kThinkMaxMinCtx));
         } else if (cmd == "/think" || cmd == "/think-max" || cmd == "/nothink") {
@@ -126,6 +147,18 @@ class chat {
             const session_memory m = session_->memory();
             std::printf("context: %lld tokens, cache %s\n", static_cast<long long>(n),
                         human_bytes(m.cache_bytes() + m.scratch_bytes).c_str());
+        } else if (cmd == "/clear") {
+            clear_conversation();
+            std::printf("conversation cleared\n");
+        } else if (cmd == "/system") {
+            if (arg.empty()) {
+                std::printf("system prompt: %s\n",
+                            f_.system.empty() ? "(none)" : ("\"" + f_.system + "\"").c_str());
+            } else {
+                f_.system = arg == "\"\"" ? "" : arg;
+                std::printf("system prompt %s (the conversation is kept)\n",
+                            f_.system.empty() ? "removed" : "set");
+            }
         } else if (cmd == "/read") {
             if (arg.empty()) throw std::runtime_error("/read needs a file name");
             turn(read_text_file(arg));
@@ -140,6 +173,12 @@ class chat {
         }
         std::fflush(stdout);
         return true;
+    }
+
+    // The conversation forgotten; the session keeps its prefix (BOS, system) for the next turn.
+    void clear_conversation() {
+        body_.clear();
+        turns_.clear();
     }
 
     void make_session() {
@@ -204,7 +243,10 @@ class chat {
         const bool interrupted_now = g.cancelled;
         clear_interrupt();
         if (!st.ok()) {
-            throw std::runtime_error(st.message() + " (the message was not added)");
+            const char* hint = st.code() == status_code::context_full
+                                   ? "; /ctx N gives a larger context, /clear starts over"
+                                   : "";
+            throw std::runtime_error(st.message() + " (the message was not added)" + hint);
         }
         if (interrupted_now && g.tokens.empty()) {
             std::printf("(interrupted: the message was not added)\n");
@@ -330,8 +372,9 @@ action setup(CLI::App& sub) {
     add_common_flags(sub, *f);
     sub.footer(
         "Interactive chat; each turn prefills only its new tokens. Commands: /help, /think, "
-        "/think-max, /nothink, /ctx N, /read FILE, /save FILE, /load FILE, /quit. Ctrl+C stops "
-        "a reply. See docs/cli.md.");
+        "/think-max, /nothink, /ctx N, /clear, /system [TEXT], /read FILE, /save FILE, /load FILE, "
+        "/quit. A line ending with \\ continues on the next. Ctrl+C stops a reply. See "
+        "docs/cli.md.");
     return [f]() { return run_chat(*f); };
 }
 
