@@ -317,6 +317,11 @@ TEST(BenchSmoke, SubcommandsAndErrors) {
                   " --ctx-start 128 --ctx-max 64");
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.err.find("--ctx-max"), std::string::npos) << r.err;
+    // One frontier runs, with a warning that it makes no curve.
+    r = run_bench("-m " + bench_model() + " --prompt-file " + text_file() +
+                  " --ctx-start 64 --ctx-max 64 -n 2 --read-mb 64 -t 2");
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("bench: warning: one frontier (64 tokens)"), std::string::npos) << r.err;
 }
 
 }  // namespace

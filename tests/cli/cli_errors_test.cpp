@@ -42,7 +42,9 @@ TEST(CliErrors, ParseErrorsAreOneReadableLine) {
                 "1,073,741,824" +
                     help);
     expect_line(run_magnetar("run --seed abc -p hi"), 2,
-                "magnetar run: --seed: \"abc\" is not a number" + help);
+                "magnetar run: --seed: \"abc\" is not a seed: -1, or a number from 0 to "
+                "18446744073709551615" +
+                    help);
     expect_line(run_magnetar("run --backend gpu -p hi"), 2,
                 "magnetar run: --backend: \"gpu\" is not one of: cpu cuda" + help);
     expect_line(run_magnetar("run -p"), 2, "magnetar run: --prompt needs a value" + help);
@@ -86,7 +88,13 @@ TEST(CliErrors, SamplingValuesAreCheckedWithTheirLimits) {
     expect_line(run_magnetar("run -t 0 -p hi"), 2,
                 "magnetar run: --threads: 0 is out of range; it must be above 0" + help);
     expect_line(run_magnetar("run --seed -2 -p hi"), 2,
-                "magnetar run: --seed: -2 is out of range; it must be at least -1" + help);
+                "magnetar run: --seed: \"-2\" is not a seed: -1, or a number from 0 to "
+                "18446744073709551615" +
+                    help);
+    expect_line(run_magnetar("run --seed 18446744073709551616 -p hi"), 2,
+                "magnetar run: --seed: \"18446744073709551616\" is not a seed: -1, or a number "
+                "from 0 to 18446744073709551615" +
+                    help);
 }
 
 TEST(CliErrors, UntilTheEndAndRepeatableSeeds) {
@@ -102,6 +110,9 @@ TEST(CliErrors, UntilTheEndAndRepeatableSeeds) {
     std::smatch sm;
     ASSERT_TRUE(std::regex_search(r.err, sm, std::regex(R"(seed: (\d+) \(--seed \1 repeats)")))
         << r.err;
+    // Seeds above 2^63 (half of the fresh ones) repeat too.
+    const std::string high = m + "-n 24 --seed 17000000000000000001 -p 'Tell me about magnetars.'";
+    EXPECT_EQ(run_magnetar(high).out, run_magnetar(high).out);
     const cmd_result again =
         run_magnetar(m + "-n 24 --seed " + sm[1].str() + " -p 'Tell me about magnetars.'");
     ASSERT_EQ(again.rc, 0) << again.err;
@@ -133,6 +144,31 @@ TEST(CliErrors, GpuLayersWithoutAGpuIsOneLine) {
     EXPECT_EQ(both.rc, 1);
     EXPECT_NE(both.err.find("-ngl 0 asks for the CPU but --backend is cuda"), std::string::npos)
         << both.err;
+}
+
+TEST(CliErrors, ColorFollowsTheTerminalNoColorAndTheFlag) {
+    REQUIRE_TRAINED();
+    const std::vector<std::string> argv = {magnetar_bin(), "run", "-m", trained_model(),
+                                           "-t",           "2",   "-n", "12",
+                                           "--temp",       "0",   "-p", "hi"};
+    const std::string dim = "\x1b[90m";
+    {
+        pty_process p(argv, {"TERM=xterm", "NO_COLOR="});
+        EXPECT_EQ(p.wait_exit(60), 0);
+        EXPECT_NE(p.output().find(dim), std::string::npos) << p.output();
+    }
+    {
+        pty_process p(argv, {"TERM=xterm", "NO_COLOR=1"});
+        EXPECT_EQ(p.wait_exit(60), 0);
+        EXPECT_EQ(p.output().find(dim), std::string::npos) << p.output();
+    }
+    // Piped: plain unless --color always.
+    const std::string m = "run -m " + shell_quote(trained_model()) + " -t 2 -n 12 --temp 0 -p hi";
+    EXPECT_EQ(run_magnetar(m).out.find(dim), std::string::npos);
+    EXPECT_NE(run_magnetar(m + " --color always").out.find(dim), std::string::npos);
+    expect_line(run_magnetar(m + " --color blue"), 2,
+                "magnetar run: --color: \"blue\" is not one of: auto always never (magnetar run "
+                "--help lists the options)");
 }
 
 TEST(CliErrors, OutputsThatExistAreRefusedWithoutOverwrite) {

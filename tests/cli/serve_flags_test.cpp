@@ -38,6 +38,7 @@ TEST(ServeFlags, QueueAtLeastOne) {
 TEST(ServeFlags, TimeoutsMustBePositive) {
     expect_refused("--header-timeout-s 0", "--header-timeout-s");
     expect_refused("--body-timeout-s nan", "--body-timeout-s");
+    expect_refused("--timeout 0", "-timeout-s");  // llama.cpp's --timeout sets both
 }
 
 TEST(ServeFlags, EmptyApiKeyIsAnError) {

@@ -363,6 +363,12 @@ int run_model_bench(const model_bench_args& a) {
     const std::vector<int64_t> frontiers =
         bench_frontiers(a.ctx_start, a.ctx_max, a.step_incr, a.step_mul);
     const int64_t last = frontiers.back();
+    if (frontiers.size() == 1) {
+        std::fprintf(stderr,
+                     "bench: warning: one frontier (%lld tokens): throughput against context "
+                     "needs two or more (--ctx-start below --ctx-max)\n",
+                     static_cast<long long>(last));
+    }
     const int64_t ctx_alloc = a.ctx_alloc > 0 ? a.ctx_alloc : a.ctx_max + a.gen_tokens + 1;
     if (ctx_alloc <= last + a.gen_tokens) {
         throw std::runtime_error(

@@ -59,7 +59,7 @@ std::string trim(const std::string& s) {
 class chat {
   public:
     chat(const Engine& engine, common_flags& f) : engine_(engine), f_(f) {
-        tty_ = isatty(STDOUT_FILENO) != 0;
+        tty_ = color_output(f);
         make_session();
     }
 

@@ -141,7 +141,7 @@ int run_text(const args& a) {
     check(engine->create_session(so, &session));
 
     const special_tokens& sp = engine->info().special;
-    token_printer printer(*engine, stdout, isatty(STDOUT_FILENO) != 0);
+    token_printer printer(*engine, stdout, color_output(a.f));
     printer.begin(!prompt.empty() && prompt.back() == sp.think);
     generation g;
     g.sampling = a.f.sampling;

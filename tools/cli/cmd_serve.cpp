@@ -203,8 +203,16 @@ action setup(CLI::App& sub) {
     sub.add_option("--max-client-conns", a->srv.max_client_connections,
                    "Open connections per client address, 429 above (default: HTTP threads - "
                    "max(2, threads / 8))");
-    sub.add_option("--model-id", a->srv.model_id, "Model id reported by /v1/models")
+    sub.add_option("--model-id,--alias", a->srv.model_id,
+                   "Model id reported by /v1/models (--alias: llama.cpp's name)")
         ->capture_default_str();
+    sub.add_option_function<double>(
+        "--timeout",
+        [a](double s) {
+            a->header_timeout_s = s;
+            a->body_timeout_s = s;
+        },
+        "Both --header-timeout-s and --body-timeout-s (llama.cpp's read timeout), seconds");
     sub.add_flag("!--disable-exact-dsml-tool-replay", a->srv.exact_replay,
                  "Render tool-call history canonically instead of replaying sampled DSML");
     sub.add_option("--tool-memory-max-ids", a->srv.replay_max_ids,

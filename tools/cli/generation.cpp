@@ -49,7 +49,32 @@ CLI::Validator closed_open_unit(const std::string& name) {
         "[0, 1)");
 }
 
+// A seed: -1 (fresh) or a decimal of the whole unsigned 64-bit range (printed seeds use it).
+CLI::Validator seed_value() {
+    return CLI::Validator(
+        [](std::string& v) -> std::string {
+            if (v == "-1") return "";
+            const bool digits =
+                !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+            errno = 0;
+            if (digits) (void)std::strtoull(v.c_str(), nullptr, 10);
+            if (!digits || errno == ERANGE) {
+                return "\"" + v + "\" is not a seed: -1, or a number from 0 to " +
+                       std::to_string(std::numeric_limits<uint64_t>::max());
+            }
+            return "";
+        },
+        "SEED");
+}
+
 }  // namespace
+
+bool color_output(const common_flags& f) {
+    if (f.color == "always") return true;
+    if (f.color == "never") return false;
+    const char* no = std::getenv("NO_COLOR");
+    return isatty(STDOUT_FILENO) != 0 && !(no && *no);
+}
 
 int64_t predict_limit(int64_t n) {
     return n < 0 ? std::numeric_limits<int64_t>::max() : n;
@@ -85,11 +110,19 @@ void add_common_flags(CLI::App& sub, common_flags& f) {
                    "Min-p, relative to the most likely token, in [0, 1) (0: off)")
         ->capture_default_str()
         ->check(closed_open_unit("--min-p"));
-    sub.add_option_function<int64_t>(
-           "--seed", [&f](int64_t v) { f.sampling.seed = v > 0 ? static_cast<uint64_t>(v) : 0; },
+    sub.add_option_function<std::string>(
+           "--seed",
+           [&f](const std::string& v) {
+               f.sampling.seed = v == "-1" ? 0 : std::strtoull(v.c_str(), nullptr, 10);
+           },
            "Sampling seed, > 0 for reproducible runs; -1 or none: a fresh one, printed after the "
            "reply so that the run can be repeated")
-        ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
+        ->check(seed_value());
+    sub.add_option("--color", f.color,
+                   "Dimmed thinking and hidden think tokens: auto (on a terminal unless NO_COLOR "
+                   "is set), always, never")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "always", "never"}));
     sub.add_flag("--ignore-eos", f.ignore_eos,
                  "Keep generating past the end-of-sequence token (until -n or the context)");
     sub.add_option("--system", f.system, "System prompt; \"\" disables it (also spelled -sys)")

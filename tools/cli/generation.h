@@ -39,7 +39,8 @@ struct common_flags {
     int threads = 0;
     int64_t n_predict = 50000;  // -1: until EOS or the context is full (predict_limit)
     bool ignore_eos = false;
-    sampling_params sampling;  // protocol §4.1 CLI defaults
+    std::string color = "auto";  // --color: auto (a terminal, NO_COLOR unset), always, never
+    sampling_params sampling;    // protocol §4.1 CLI defaults
     std::string system = kDefaultSystem;
     think_mode mode = think_mode::on;
     CLI::Option* temp_opt = nullptr;
@@ -51,6 +52,10 @@ struct common_flags {
 // -m, -c/--ctx/--ctx-size, -t, -n, --temp, --top-k, --top-p, --min-p, --seed, --ignore-eos,
 // --system (-sys), --think / --think-max / --nothink, and the engine, MTP and steering flags.
 void add_common_flags(CLI::App& sub, common_flags& f);
+
+// Whether the reply is written for a terminal (dimmed thinking, hidden think tokens): --color
+// always, or auto when stdout is a terminal and NO_COLOR is unset or empty.
+bool color_output(const common_flags& f);
 
 // The token limit of -n: the value, or no limit for -1.
 int64_t predict_limit(int64_t n);
