@@ -6,13 +6,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include "cli/common.h"
 #include "core/progress.h"
+#include "model/hparams.h"
 
 namespace magnetar::cli {
 
@@ -160,8 +164,11 @@ std::unique_ptr<Engine> load_engine(const common_flags& f, bool need_tokenizer) 
     check(Engine::load(eo, &engine));
     report_engine(engine->info());
     const uint64_t trained = engine->info().n_ctx_train;
+    // (A context beyond the engine's bound is refused with its own line when the session is
+    // made: no warning before it.)
     if (f.ctx_opt && f.ctx_opt->count() > 0 && trained > 0 &&
-        static_cast<uint64_t>(f.n_ctx) > trained) {
+        static_cast<uint64_t>(f.n_ctx) > trained &&
+        static_cast<uint64_t>(f.n_ctx) <= hparam_limits::kMaxContext) {
         std::fprintf(stderr,
                      "magnetar: warning: --ctx %lld is above the %llu tokens the model was "
                      "trained for; positions past that are extrapolated\n",
