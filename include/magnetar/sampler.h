@@ -1,11 +1,13 @@
-// Token sampling: greedy, temperature, top-k, min-p, top-p, and log-probabilities.
+// Token sampling: repetition penalties, greedy, temperature, top-k, min-p, top-p, and
+// log-probabilities.
 //
 // Owns: the sampling parameters, the xorshift64* generator and its seeding, the sampler (one
-// draw per non-greedy token, reusable scratch so the decode loop does not allocate), and the
-// log-probability functions. Does not own: per-front-end defaults and request parsing (the
-// front ends fill sampling_params), or the DSML greedy-on-syntax decision (the caller passes
-// temperature 0 for those tokens). The algorithm follows protocol §4; docs/sampling.md says
-// where this file had to choose (tie order, precision, degenerate inputs).
+// draw per non-greedy token, the history of the tokens it was told were taken, reusable scratch
+// so the decode loop does not allocate), and the log-probability functions. Does not own:
+// per-front-end defaults and request parsing (the front ends fill sampling_params), or the DSML
+// greedy-on-syntax decision (the caller passes temperature 0 for those tokens). The algorithm
+// follows protocol §4; docs/sampling.md says where this file had to choose (tie order, precision,
+// degenerate inputs).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,18 @@ struct sampling_params {
     float top_p = 1.0f;        // outside (0, 1]: treated as 1 (off)
     float min_p = 0.05f;       // relative to the top token; < 0 treated as 0
     uint64_t seed = 0;         // 0: derive a fresh, non-reproducible seed (derive_seed)
+    // Repetition penalties over the sampler's history (sampler::accept), applied to the logits
+    // before every other step (greedy included). For a token seen c > 0 times in the window:
+    // repeat: a positive logit is divided by it, a negative one multiplied (llama.cpp's rule);
+    // then logit -= c * frequency_penalty + presence_penalty (OpenAI's rule).
+    float repeat_penalty = 1.0f;     // 1: off; > 1 discourages repeats, < 1 favours them
+    float presence_penalty = 0.0f;   // 0: off
+    float frequency_penalty = 0.0f;  // 0: off
+    int32_t penalty_last_n = 64;     // the window: the last N taken tokens; -1: all; 0: none
 };
+
+// Whether `p` changes any logit through the penalties (a value off, or an empty window: no).
+bool has_penalties(const sampling_params& p);
 
 // The largest top_k honoured; larger values are capped.
 inline constexpr int32_t k_sampling_max_top_k = 1024;
@@ -68,9 +81,19 @@ class sampler {
     // Samples one token from raw logits [n_vocab] with the stored parameters. Consumes one
     // RNG draw when a weighted choice is made (never for greedy or degenerate inputs).
     int32_t sample(std::span<const float> logits);
-    // Same, with per-token parameters (e.g. temperature 0 on DSML syntax); params.seed is
-    // ignored, the sampler's generator is used.
+    // Same, with per-token parameters (e.g. temperature 0 and no penalties on DSML syntax);
+    // params.seed is ignored, the sampler's generator is used; the penalty window is that of
+    // the constructor's parameters.
     int32_t sample(std::span<const float> logits, const sampling_params& params);
+
+    // Records a token as taken (generated): the penalties see it from the next sample on.
+    // Front ends accept every token they generate, in order, whoever chose it.
+    void accept(int32_t id);
+    // Forgets the history (a new reply).
+    void clear_history();
+    const std::vector<int32_t>& history() const { return history_; }
+    // Whether sample(logits, params) would change logits through the penalties now.
+    bool penalizes(const sampling_params& params) const;
 
     // First index of the maximum, NaN ignored (+inf counts as a maximum); 0 when every value
     // is NaN. logits must not be empty.
@@ -92,11 +115,17 @@ class sampler {
     int32_t sample_sorted(std::span<const float> logits, float t, int32_t k, float top_p,
                           float min_p, float l_max, int32_t best);
     int32_t draw_from(std::span<const candidate> kept, double kept_sum, int32_t best);
+    int32_t sample_plain(std::span<const float> logits, const sampling_params& params);
+    // Writes the penalised logits into penalized_ and returns them.
+    std::span<const float> penalize(std::span<const float> logits, const sampling_params& params);
 
     sampling_params params_;
     uint64_t seed_;
     sampling_rng rng_;
     std::vector<candidate> scratch_;  // [<= n_vocab], reused across calls
+    std::vector<int32_t> history_;    // accepted tokens, in order
+    std::vector<int32_t> counts_;     // [n_vocab] occurrences in the window (grown on demand)
+    std::vector<float> penalized_;    // [n_vocab] the logits after the penalties
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -576,8 +576,8 @@ int32_t Session::sample(sampler& smp) const {
 
 int32_t Session::sample(sampler& smp, const sampling_params& params) const {
     // Pipelined: the last stage draws with this sampler's generator state, so the sequence of
-    // draws is the one a single process makes.
-    if (impl_->remote_logits && !impl_->logits_fetched)
+    // draws is the one a single process makes. Penalties need the history: fetched logits.
+    if (impl_->remote_logits && !impl_->logits_fetched && !smp.penalizes(params))
         return impl_->eng->pipe->sample(impl_->dist_id, smp, params);
     return smp.sample(logits(), params);
 }

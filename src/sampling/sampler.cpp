@@ -65,8 +65,66 @@ int32_t sampler::sample(std::span<const float> logits) {
     return sample(logits, params_);
 }
 
+bool has_penalties(const sampling_params& p) {
+    // NaN compares unequal: treated as on, and penalize() leaves such a value's effect to IEEE.
+    return p.penalty_last_n != 0 &&
+           (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
+}
+
+bool sampler::penalizes(const sampling_params& params) const {
+    return !history_.empty() && params_.penalty_last_n != 0 && has_penalties(params);
+}
+
+void sampler::accept(int32_t id) {
+    MAGNETAR_ASSERT(id >= 0, "accept: negative token id");
+    history_.push_back(id);
+    const int32_t n = params_.penalty_last_n;
+    if (n == 0) return;
+    if (static_cast<size_t>(id) >= counts_.size()) counts_.resize(static_cast<size_t>(id) + 1, 0);
+    ++counts_[static_cast<size_t>(id)];
+    if (n > 0 && history_.size() > static_cast<size_t>(n)) {
+        --counts_[static_cast<size_t>(history_[history_.size() - 1 - static_cast<size_t>(n)])];
+    }
+}
+
+void sampler::clear_history() {
+    history_.clear();
+    std::fill(counts_.begin(), counts_.end(), 0);
+}
+
+std::span<const float> sampler::penalize(std::span<const float> logits,
+                                         const sampling_params& params) {
+    penalized_.assign(logits.begin(), logits.end());
+    const int32_t n = params_.penalty_last_n;
+    const size_t size = history_.size();
+    const size_t first =
+        n < 0 || static_cast<size_t>(n) >= size ? 0 : size - static_cast<size_t>(n);
+    const float rp = params.repeat_penalty;
+    // Each distinct token once: its count is negated while applied, then restored.
+    for (size_t i = first; i < size; ++i) {
+        const auto id = static_cast<size_t>(history_[i]);
+        const int32_t c = counts_[id];
+        if (c <= 0) continue;
+        counts_[id] = -c;
+        if (id >= penalized_.size()) continue;
+        float& l = penalized_[id];
+        if (rp != 1.0f) l = l > 0.0f ? l / rp : l * rp;
+        l -= static_cast<float>(c) * params.frequency_penalty + params.presence_penalty;
+    }
+    for (size_t i = first; i < size; ++i) {
+        int32_t& c = counts_[static_cast<size_t>(history_[i])];
+        if (c < 0) c = -c;
+    }
+    return penalized_;
+}
+
 int32_t sampler::sample(std::span<const float> logits, const sampling_params& params) {
     MAGNETAR_ASSERT(!logits.empty(), "sampling from an empty logit vector");
+    if (penalizes(params)) return sample_plain(penalize(logits, params), params);
+    return sample_plain(logits, params);
+}
+
+int32_t sampler::sample_plain(std::span<const float> logits, const sampling_params& params) {
     MAGNETAR_ASSERT(logits.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),
                     "vocabulary larger than the token id range");
     const float t = params.temperature;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -110,7 +111,8 @@ TEST(RunText, MtpDraftKeepsTheOutput) {
     MAGNETAR_REQUIRE_DEFAULT_MODEL();
     const std::string m =
         "-m " + shell_quote(find_in_ancestors("models/magnetar-tiny.gguf")) + " -t 2 ";
-    for (const std::string sampling : {"--temp 0", "--temp 0.8 --seed 7"}) {
+    for (const std::string sampling : {"--temp 0", "--temp 0.8 --seed 7",
+                                       "--temp 0 --repeat-penalty 1.3 --frequency-penalty 0.4"}) {
         const std::string args =
             "run " + m + "-p 'What is a magnetar?' --nothink -n 60 -c 512 " + sampling;
         const auto plain = run_magnetar(args);
@@ -134,6 +136,100 @@ TEST(RunText, MtpDraftKeepsTheOutput) {
     EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
     r = run_magnetar("run " + m + "-p hi -n 4 -c 128 --mtp-draft 17");
     EXPECT_NE(r.rc, 0);
+}
+
+// Greedy with the penalties, written out here: the rules of docs/sampling.md applied to the
+// logits over the reply's generated tokens (the prompt is not in the window).
+std::vector<int32_t> penalised_greedy(const Engine& e, const std::vector<int32_t>& prompt,
+                                      int64_t n, int64_t n_ctx, double repeat, double presence,
+                                      double frequency, int64_t last_n) {
+    session_options so;
+    so.n_ctx = n_ctx;
+    std::unique_ptr<Session> s;
+    if (!e.create_session(so, &s).ok()) throw std::runtime_error("create_session");
+    if (!s->eval(prompt).ok()) throw std::runtime_error("eval");
+    std::vector<int32_t> out;
+    for (int64_t i = 0; i < n; ++i) {
+        std::vector<double> l(s->logits().begin(), s->logits().end());
+        std::map<int32_t, int> count;
+        const size_t from = last_n < 0 ? 0 : out.size() - std::min<size_t>(out.size(), last_n);
+        for (size_t j = from; j < out.size(); ++j) ++count[out[j]];
+        for (const auto& [id, c] : count) {
+            double& x = l[static_cast<size_t>(id)];
+            x = x > 0 ? x / repeat : x * repeat;
+            x -= c * frequency + presence;
+        }
+        const auto id = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+        if (id == e.info().special.eos) break;
+        out.push_back(id);
+        if (i + 1 < n && !s->eval(std::span<const int32_t>(&id, 1)).ok()) {
+            throw std::runtime_error("eval");
+        }
+    }
+    return out;
+}
+
+TEST(RunText, PenaltiesFollowTheirRules) {
+    const Engine& e = cli_engine();
+    const auto prompt = test::chat_prompt(e, "Tell me a story.", think_mode::on, 256,
+                                          "You are a helpful assistant");
+    const auto plain = bytes_of(e, test::greedy_continuation(e, prompt, 16, 256));
+    struct knobs {
+        std::string flags;
+        double repeat, presence, frequency;
+        int64_t last_n;
+    };
+    const std::vector<knobs> cases = {
+        // A random model does not repeat itself: a penalty below 1 makes it, then the others
+        // and the window have repeats to act on.
+        {"--repeat-penalty 0.2", 0.2, 0, 0, 64},
+        {"--repeat-penalty 0.2 --repeat-last-n 3", 0.2, 0, 0, 3},
+        {"--repeat-penalty 0.3 --presence-penalty 1.5 --frequency-penalty 0.5", 0.3, 1.5, 0.5, 64},
+        {"--repeat-penalty 0.25 --frequency-penalty 2 --repeat-last-n -1", 0.25, 0, 2, -1},
+        {"--repeat-penalty 1.5 --presence-penalty -2", 1.5, -2, 0, 64},
+    };
+    bool any_changed = false;
+    for (const knobs& k : cases) {
+        const auto r = run_magnetar("run " + model_arg() + "-p 'Tell me a story.' --temp 0 -n 16 " +
+                                    "-c 256 " + k.flags);
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const auto want = bytes_of(
+            e, penalised_greedy(e, prompt, 16, 256, k.repeat, k.presence, k.frequency, k.last_n));
+        EXPECT_EQ(r.out, want + "\n") << k.flags;
+        any_changed = any_changed || want != plain;
+    }
+    EXPECT_TRUE(any_changed) << "no penalty changed the greedy reply: the test proves nothing";
+    // A window of 0 turns every penalty off.
+    const auto r = run_magnetar("run " + model_arg() +
+                                "-p 'Tell me a story.' --temp 0 -n 16 -c 256 --repeat-penalty 3 "
+                                "--presence-penalty 2 --repeat-last-n 0");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, plain + "\n");
+}
+
+TEST(RunText, StopEndsTheReplyBeforeTheMatch) {
+    const Engine& e = cli_engine();
+    const auto prompt = test::chat_prompt(e, "Tell me a story.", think_mode::on, 256,
+                                          "You are a helpful assistant");
+    const std::string full = bytes_of(e, test::greedy_continuation(e, prompt, 16, 256));
+    ASSERT_GE(full.size(), 12u) << full;
+    const std::string base = "run " + model_arg() + "-p 'Tell me a story.' --temp 0 -n 16 -c 256 ";
+    // Stops that start in the middle of the text and span token boundaries: the reply ends
+    // right before the first match, the stop itself is not printed.
+    for (const size_t at : {full.size() / 3, full.size() / 2, full.size() - 4}) {
+        const std::string stop = full.substr(at, 3);
+        const auto r = run_magnetar(base + "--stop " + shell_quote(stop));
+        ASSERT_EQ(r.rc, 0) << r.err;
+        EXPECT_EQ(r.out, full.substr(0, full.find(stop)) + "\n") << "stop " << stop;
+    }
+    // Repeatable: the earliest match of any of them wins; a stop never seen changes nothing.
+    const std::string late = full.substr(full.size() - 3), early = full.substr(full.size() / 2, 2);
+    auto r = run_magnetar(base + "--stop " + shell_quote(late) + " --stop " + shell_quote(early));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, full.substr(0, std::min(full.find(late), full.find(early))) + "\n");
+    r = run_magnetar(base + "--stop 'never in this reply \x01'");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, full + "\n");
 }
 
 TEST(RunDiagnostics, DumpTokens) {
@@ -263,6 +359,11 @@ TEST(RunErrors, CleanMessagesAndExitCodes) {
         {"run -p x --think --nothink", "excludes"},
         {"run --dump-tokens --perplexity-file " + shell_quote(file), "--dump-tokens needs"},
         {"run -p x -n -3", "n-predict"},
+        {"run -p x --repeat-penalty 0", "between 0.01 and 100"},
+        {"run -p x --presence-penalty 3", "between -2 and 2"},
+        {"run -p x --frequency-penalty -2.5", "between -2 and 2"},
+        {"run -p x --repeat-last-n -2", "at least -1"},
+        {"run -p x --stop", "--stop"},
     };
     for (const bad& c : cases) {
         const auto r = run_magnetar(c.args);

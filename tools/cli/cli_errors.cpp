@@ -36,7 +36,8 @@ bool is_number(const std::string& s) {
 // type's extremes.
 std::string bound(const std::string& text) {
     const double v = std::strtod(text.c_str(), nullptr);
-    if (std::fabs(v) >= 1e15) return "";
+    // A type's own limit (INT32_MAX, UINT32_MAX, beyond 1e15) is no limit a person set.
+    if (std::fabs(v) >= 1e15 || v == 2147483647.0 || v == 4294967295.0) return "";
     if (v == std::floor(v)) {
         std::string digits = std::to_string(static_cast<long long>(std::fabs(v)));
         std::string out;

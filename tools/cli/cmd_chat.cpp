@@ -235,6 +235,9 @@ class chat {
         g.eos = sp.eos;
         g.progress = isatty(STDERR_FILENO) != 0;
         g.on_token = [&printer](int32_t id) { printer.push(id); };
+        g.stops = f_.stops;
+        g.token_bytes = [&](int32_t id) { return engine_.token_bytes(id); };
+        g.on_partial = [&printer](int32_t id, size_t n) { printer.push_partial(id, n); };
         g.mtp_draft = f_.engine.mtp_draft;
         g.mtp_margin = f_.engine.mtp_margin;
         clear_interrupt();

@@ -150,6 +150,9 @@ int run_text(const args& a) {
     g.eos = sp.eos;
     g.progress = isatty(STDERR_FILENO) != 0;
     g.on_token = [&printer](int32_t id) { printer.push(id); };
+    g.stops = a.f.stops;
+    g.token_bytes = [&](int32_t id) { return engine->token_bytes(id); };
+    g.on_partial = [&printer](int32_t id, size_t n) { printer.push_partial(id, n); };
     g.mtp_draft = a.f.engine.mtp_draft;
     g.mtp_margin = a.f.engine.mtp_margin;
     std::vector<logprob_step> steps;

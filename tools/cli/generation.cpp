@@ -127,6 +127,29 @@ void add_common_flags(CLI::App& sub, common_flags& f) {
                    "is set), always, never")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "always", "never"}));
+    sub.add_option("--repeat-penalty", f.sampling.repeat_penalty,
+                   "Divide a recent token's positive logit by this (multiply a negative one); "
+                   "1: off")
+        ->capture_default_str()
+        ->check(CLI::Range(0.01f, 100.0f));
+    sub.add_option("--repeat-last-n", f.sampling.penalty_last_n,
+                   "Window of the penalties: the last N generated tokens; -1: the whole reply; "
+                   "0: off")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()));
+    sub.add_option("--presence-penalty", f.sampling.presence_penalty,
+                   "Subtract this from the logit of every token in the window, in [-2, 2]")
+        ->capture_default_str()
+        ->check(CLI::Range(-2.0f, 2.0f));
+    sub.add_option("--frequency-penalty", f.sampling.frequency_penalty,
+                   "Subtract this times its count in the window from a token's logit, in [-2, 2]")
+        ->capture_default_str()
+        ->check(CLI::Range(-2.0f, 2.0f));
+    sub.add_option("--stop", f.stops,
+                   "End the reply where the generated text first contains this string (not "
+                   "printed); repeatable")
+        ->expected(1)
+        ->take_all();
     sub.add_flag("--ignore-eos", f.ignore_eos,
                  "Keep generating past the end-of-sequence token (until -n or the context)");
     sub.add_option("--system", f.system, "System prompt; \"\" disables it (also spelled -sys)")
@@ -284,6 +307,13 @@ void token_printer::push(int32_t id) {
     write(utf8_.push(bytes));
 }
 
+void token_printer::push_partial(int32_t id, size_t n_bytes) {
+    if (id == think_ || id == think_end_ || n_bytes == 0) return;
+    const std::string bytes = engine_.token_bytes(id).substr(0, n_bytes);
+    (thinking_ ? reasoning_ : content_) += bytes;
+    write(utf8_.push(bytes));
+}
+
 void token_printer::end() {
     write(utf8_.flush());
     if (dim_) std::fputs(kReset, out_);
@@ -313,10 +343,72 @@ int64_t sync_start(const Session& s, std::span<const int32_t> prompt) {
 
 }  // namespace
 
+stop_filter::stop_filter(std::vector<std::string> stops,
+                         std::function<std::string(int32_t)> token_bytes,
+                         std::function<void(int32_t)> on_token,
+                         std::function<void(int32_t, size_t)> on_partial)
+    : stops_(std::move(stops)),
+      bytes_(std::move(token_bytes)),
+      on_token_(std::move(on_token)),
+      on_partial_(std::move(on_partial)) {
+    std::erase_if(stops_, [](const std::string& st) { return st.empty(); });
+    for (const auto& st : stops_) max_stop_ = std::max(max_stop_, st.size());
+}
+
+bool stop_filter::push(int32_t id) {
+    if (stops_.empty()) {
+        if (on_token_) on_token_(id);
+        return true;
+    }
+    const std::string b = bytes_(id);
+    pending_.emplace_back(id, b.size());
+    raw_ += b;
+    // Only the new bytes can complete a match (the older ones were searched before).
+    const size_t from =
+        raw_.size() > b.size() + max_stop_ - 1 ? raw_.size() - b.size() - max_stop_ + 1 : 0;
+    size_t best = std::string::npos;
+    for (const auto& st : stops_) best = std::min(best, raw_.find(st, from));
+    if (best != std::string::npos) {
+        size_t at = 0;
+        for (const auto& [tok, len] : pending_) {
+            if (at + len <= best) {
+                if (on_token_) on_token_(tok);
+            } else {
+                if (on_partial_) on_partial_(tok, best - at);
+                break;
+            }
+            at += len;
+        }
+        pending_.clear();
+        raw_.clear();
+        return false;
+    }
+    // A token goes out once it ends before the last max_stop - 1 bytes: no stop begins in it.
+    const size_t keep = max_stop_ - 1;
+    size_t out = 0;
+    size_t end = 0;
+    while (out < pending_.size() && end + pending_[out].second + keep <= raw_.size()) {
+        end += pending_[out].second;
+        if (on_token_) on_token_(pending_[out].first);
+        ++out;
+    }
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(out));
+    raw_.erase(0, end);
+    return true;
+}
+
+void stop_filter::finish() {
+    for (const auto& p : pending_) {
+        if (on_token_) on_token_(p.first);
+    }
+    pending_.clear();
+    raw_.clear();
+}
+
 status run_generation(Session& s, std::span<const int32_t> prompt, generation& g) {
     using clock = std::chrono::steady_clock;
     g.tokens.clear();
-    g.hit_eos = g.cancelled = false;
+    g.hit_eos = g.hit_stop = g.cancelled = false;
     g.prefilled = 0;
     g.prefill_s = g.decode_s = 0;
     const int64_t n_ctx = s.n_ctx();
@@ -358,10 +450,15 @@ status run_generation(Session& s, std::span<const int32_t> prompt, generation& g
     sampler smp(g.sampling, s.n_vocab());
     g.seed = smp.seed();
     g.spec = {};
-    const bool greedy = g.sampling.temperature <= 0;
+    // Every chosen token enters the sampler's history (the penalties' window); a chooser's
+    // tokens are exactly the step's kept drafts and its `next`, in order.
+    const bool greedy = g.sampling.temperature <= 0 && !has_penalties(g.sampling);
     const token_chooser choose = [&smp, greedy](std::span<const float> row) {
-        return greedy ? sampler::argmax(row) : smp.sample(row);
+        const int32_t c = greedy ? sampler::argmax(row) : smp.sample(row);
+        smp.accept(c);
+        return c;
     };
+    stop_filter stops(g.stops, g.token_bytes, g.on_token, g.on_partial);
     const bool speculate = g.mtp_draft >= 2 && !g.on_step;
     speculation_options so;
     so.n_draft = g.mtp_draft - 1;
@@ -370,7 +467,11 @@ status run_generation(Session& s, std::span<const int32_t> prompt, generation& g
     const auto t2 = clock::now();
     status result;
     // Session::argmax / sample: a pipelined session answers them without fetching the logits.
-    auto choose_here = [&] { return greedy ? s.argmax() : s.sample(smp); };
+    auto choose_here = [&] {
+        const int32_t c = greedy ? s.argmax() : s.sample(smp);
+        smp.accept(c);
+        return c;
+    };
     int32_t id = choose_here();
     // Emits `tok` as generated step `step`; false when generation ends with it.
     auto emit = [&](int64_t step, int32_t tok) {
@@ -380,7 +481,10 @@ status run_generation(Session& s, std::span<const int32_t> prompt, generation& g
             return false;
         }
         g.tokens.push_back(tok);
-        if (g.on_token) g.on_token(tok);
+        if (!stops.push(tok)) {
+            g.hit_stop = true;
+            return false;
+        }
         return true;
     };
     for (int64_t step = 0; step < n_gen;) {
@@ -422,6 +526,7 @@ status run_generation(Session& s, std::span<const int32_t> prompt, generation& g
             g.spec.matched += prev_draft == id ? 1 : 0;
         }
     }
+    stops.finish();
     g.decode_s = std::chrono::duration<double>(clock::now() - t2).count();
     return result;
 }
