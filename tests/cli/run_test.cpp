@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "core/paths.h"
 #include "magnetar/sampler.h"
 #include "support/default_engine.h"
+#include "support/reference_decode.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -138,37 +138,6 @@ TEST(RunText, MtpDraftKeepsTheOutput) {
     EXPECT_NE(r.rc, 0);
 }
 
-// Greedy with the penalties, written out here: the rules of docs/sampling.md applied to the
-// logits over the reply's generated tokens (the prompt is not in the window).
-std::vector<int32_t> penalised_greedy(const Engine& e, const std::vector<int32_t>& prompt,
-                                      int64_t n, int64_t n_ctx, double repeat, double presence,
-                                      double frequency, int64_t last_n) {
-    session_options so;
-    so.n_ctx = n_ctx;
-    std::unique_ptr<Session> s;
-    if (!e.create_session(so, &s).ok()) throw std::runtime_error("create_session");
-    if (!s->eval(prompt).ok()) throw std::runtime_error("eval");
-    std::vector<int32_t> out;
-    for (int64_t i = 0; i < n; ++i) {
-        std::vector<double> l(s->logits().begin(), s->logits().end());
-        std::map<int32_t, int> count;
-        const size_t from = last_n < 0 ? 0 : out.size() - std::min<size_t>(out.size(), last_n);
-        for (size_t j = from; j < out.size(); ++j) ++count[out[j]];
-        for (const auto& [id, c] : count) {
-            double& x = l[static_cast<size_t>(id)];
-            x = x > 0 ? x / repeat : x * repeat;
-            x -= c * frequency + presence;
-        }
-        const auto id = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-        if (id == e.info().special.eos) break;
-        out.push_back(id);
-        if (i + 1 < n && !s->eval(std::span<const int32_t>(&id, 1)).ok()) {
-            throw std::runtime_error("eval");
-        }
-    }
-    return out;
-}
-
 TEST(RunText, PenaltiesFollowTheirRules) {
     const Engine& e = cli_engine();
     const auto prompt = test::chat_prompt(e, "Tell me a story.", think_mode::on, 256,
@@ -193,8 +162,9 @@ TEST(RunText, PenaltiesFollowTheirRules) {
         const auto r = run_magnetar("run " + model_arg() + "-p 'Tell me a story.' --temp 0 -n 16 " +
                                     "-c 256 " + k.flags);
         ASSERT_EQ(r.rc, 0) << r.err;
-        const auto want = bytes_of(
-            e, penalised_greedy(e, prompt, 16, 256, k.repeat, k.presence, k.frequency, k.last_n));
+        const auto want =
+            bytes_of(e, test::penalised_greedy(e, prompt, 16, 256,
+                                               {k.repeat, k.presence, k.frequency, k.last_n}));
         EXPECT_EQ(r.out, want + "\n") << k.flags;
         any_changed = any_changed || want != plain;
     }

@@ -71,6 +71,11 @@ TEST(ServerSpeculation, SameAnswersAsWithout) {
         {"/v1/chat/completions", chat("Tell me about neutron stars.", 80, {{"temperature", 0.8}})},
         {"/v1/chat/completions",
          chat("What is a magnetar?", 80, {{"stop", json::array({"field"})}})},
+        // Penalties: the look-ahead's choices enter the history in the order the loop takes them.
+        {"/v1/chat/completions",
+         chat("What is a magnetar?", 80, {{"frequency_penalty", 2}, {"presence_penalty", 2}})},
+        {"/v1/chat/completions", chat("Tell me about neutron stars.", 80,
+                                      {{"temperature", 0.8}, {"frequency_penalty", -2}})},
         {"/v1/chat/completions",
          chat("What is a magnetar?", 40, {{"logprobs", true}, {"top_logprobs", 3}})},
         {"/v1/chat/completions",

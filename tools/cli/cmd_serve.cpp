@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "cli/engine_flags.h"
+#include "cli/generation.h"
 #include "magnetar/engine.h"
 #include "server/server.h"
 
@@ -173,11 +174,15 @@ action setup(CLI::App& sub) {
     add_engine_flags(sub, a->engine);
     add_mtp_flags(sub, a->engine);
     add_steering_flags(sub, a->engine);
-    sub.add_option("-c,--ctx", a->srv.n_ctx, "Context size of the live session (tokens)")
-        ->capture_default_str();
+    sub.add_option("-c,--ctx,--ctx-size", a->srv.n_ctx, "Context size of the live session (tokens)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
     sub.add_option("-n,--tokens", a->srv.default_max_tokens,
                    "Output limit when a request gives none (capped by the context)")
         ->capture_default_str();
+    add_sampling_flags(sub, a->srv.sampling,
+                       "Sampling seed of a request that gives none, > 0 for reproducible replies; "
+                       "-1 or none: a fresh one per request");
     sub.add_option("--host", a->srv.host, "Bind address (localhost = 127.0.0.1)")
         ->capture_default_str();
     sub.add_option("--port", a->srv.port, "Port (0: any free port)")->capture_default_str();

@@ -84,6 +84,48 @@ int64_t predict_limit(int64_t n) {
     return n < 0 ? std::numeric_limits<int64_t>::max() : n;
 }
 
+CLI::Option* add_sampling_flags(CLI::App& sub, sampling_params& p, const char* seed_help) {
+    auto* temp = sub.add_option("--temp", p.temperature, "Temperature (<= 0: greedy)")
+                     ->capture_default_str()
+                     ->check(CLI::Range(-1.0f, 100.0f));
+    sub.add_option("--top-k", p.top_k, "Top-k (0: off; at most 1024)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, k_sampling_max_top_k));
+    sub.add_option("--top-p", p.top_p, "Top-p nucleus, in (0, 1] (1: off)")
+        ->capture_default_str()
+        ->check(open_closed_unit("--top-p"));
+    sub.add_option("--min-p", p.min_p,
+                   "Min-p, relative to the most likely token, in [0, 1) (0: off)")
+        ->capture_default_str()
+        ->check(closed_open_unit("--min-p"));
+    sub.add_option_function<std::string>(
+           "--seed",
+           [&p](const std::string& v) {
+               p.seed = v == "-1" ? 0 : std::strtoull(v.c_str(), nullptr, 10);
+           },
+           seed_help)
+        ->check(seed_value());
+    sub.add_option("--repeat-penalty", p.repeat_penalty,
+                   "Divide a recent token's positive logit by this (multiply a negative one); "
+                   "1: off")
+        ->capture_default_str()
+        ->check(CLI::Range(0.01f, 100.0f));
+    sub.add_option("--repeat-last-n", p.penalty_last_n,
+                   "Window of the penalties: the last N generated tokens; -1: the whole reply; "
+                   "0: off")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()));
+    sub.add_option("--presence-penalty", p.presence_penalty,
+                   "Subtract this from the logit of every token in the window, in [-2, 2]")
+        ->capture_default_str()
+        ->check(CLI::Range(-2.0f, 2.0f));
+    sub.add_option("--frequency-penalty", p.frequency_penalty,
+                   "Subtract this times its count in the window from a token's logit, in [-2, 2]")
+        ->capture_default_str()
+        ->check(CLI::Range(-2.0f, 2.0f));
+    return temp;
+}
+
 void add_common_flags(CLI::App& sub, common_flags& f) {
     sub.add_option(
         "-m,--model", f.model,
@@ -101,50 +143,14 @@ void add_common_flags(CLI::App& sub, common_flags& f) {
                              "(always capped at the free context - 1)")
                   ->capture_default_str()
                   ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
-    f.temp_opt = sub.add_option("--temp", f.sampling.temperature, "Temperature (<= 0: greedy)")
-                     ->capture_default_str()
-                     ->check(CLI::Range(-1.0f, 100.0f));
-    sub.add_option("--top-k", f.sampling.top_k, "Top-k (0: off; at most 1024)")
-        ->capture_default_str()
-        ->check(CLI::Range(0, k_sampling_max_top_k));
-    sub.add_option("--top-p", f.sampling.top_p, "Top-p nucleus, in (0, 1] (1: off)")
-        ->capture_default_str()
-        ->check(open_closed_unit("--top-p"));
-    sub.add_option("--min-p", f.sampling.min_p,
-                   "Min-p, relative to the most likely token, in [0, 1) (0: off)")
-        ->capture_default_str()
-        ->check(closed_open_unit("--min-p"));
-    sub.add_option_function<std::string>(
-           "--seed",
-           [&f](const std::string& v) {
-               f.sampling.seed = v == "-1" ? 0 : std::strtoull(v.c_str(), nullptr, 10);
-           },
-           "Sampling seed, > 0 for reproducible runs; -1 or none: a fresh one, printed after the "
-           "reply so that the run can be repeated")
-        ->check(seed_value());
+    f.temp_opt = add_sampling_flags(sub, f.sampling,
+                                    "Sampling seed, > 0 for reproducible runs; -1 or none: a fresh "
+                                    "one, printed after the reply so that the run can be repeated");
     sub.add_option("--color", f.color,
                    "Dimmed thinking and hidden think tokens: auto (on a terminal unless NO_COLOR "
                    "is set), always, never")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "always", "never"}));
-    sub.add_option("--repeat-penalty", f.sampling.repeat_penalty,
-                   "Divide a recent token's positive logit by this (multiply a negative one); "
-                   "1: off")
-        ->capture_default_str()
-        ->check(CLI::Range(0.01f, 100.0f));
-    sub.add_option("--repeat-last-n", f.sampling.penalty_last_n,
-                   "Window of the penalties: the last N generated tokens; -1: the whole reply; "
-                   "0: off")
-        ->capture_default_str()
-        ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()));
-    sub.add_option("--presence-penalty", f.sampling.presence_penalty,
-                   "Subtract this from the logit of every token in the window, in [-2, 2]")
-        ->capture_default_str()
-        ->check(CLI::Range(-2.0f, 2.0f));
-    sub.add_option("--frequency-penalty", f.sampling.frequency_penalty,
-                   "Subtract this times its count in the window from a token's logit, in [-2, 2]")
-        ->capture_default_str()
-        ->check(CLI::Range(-2.0f, 2.0f));
     sub.add_option("--stop", f.stops,
                    "End the reply where the generated text first contains this string (not "
                    "printed); repeatable")

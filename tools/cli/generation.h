@@ -53,6 +53,9 @@ struct common_flags {
 // -m, -c/--ctx/--ctx-size, -t, -n, --temp, --top-k, --top-p, --min-p, --seed, --ignore-eos,
 // --system (-sys), --think / --think-max / --nothink, and the engine, MTP and steering flags.
 void add_common_flags(CLI::App& sub, common_flags& f);
+// The sampling flags (--temp, --top-k, --top-p, --min-p, --seed, the penalties) into `p`, with
+// their ranges; shared by run, chat and serve. Returns the --temp option.
+CLI::Option* add_sampling_flags(CLI::App& sub, sampling_params& p, const char* seed_help);
 
 // Whether the reply is written for a terminal (dimmed thinking, hidden think tokens): --color
 // always, or auto when stdout is a terminal and NO_COLOR is unset or empty.

@@ -351,7 +351,8 @@ messages_request read_messages(context& ctx, const json& body, bool for_counting
     if (!for_counting) {
         mr.stream = opt_bool(body, "stream").value_or(false);
         r.stops = string_list(body, "stop_sequences");
-        read_sampling(body, r.thinking, true, false, false, &r.sampling);
+        read_sampling(body, ctx.opts.sampling, r.thinking, {true, false, false, false},
+                      &r.sampling);
     }
     chat::render_options ro;
     ro.mode = mode;

@@ -436,7 +436,7 @@ void handle_chat_completions(context& ctx, const httplib::Request& req, httplib:
     r.id_style = chat::id_style::openai;
     r.stops = string_list(body, "stop");
     r.top_logprobs = read_top_logprobs(body, true);
-    read_sampling(body, r.thinking, true, true, true, &r.sampling);
+    read_sampling(body, ctx.opts.sampling, r.thinking, {true, true, true, true}, &r.sampling);
 
     chat::render_options ro;
     ro.mode = mode;
@@ -500,7 +500,7 @@ void handle_completions(context& ctx, const httplib::Request& req, httplib::Resp
     r.thinking = mode != chat::think_mode::nothink;
     r.stops = string_list(body, "stop");
     r.top_logprobs = read_top_logprobs(body, false);
-    read_sampling(body, r.thinking, true, true, true, &r.sampling);
+    read_sampling(body, ctx.opts.sampling, r.thinking, {true, true, true, true}, &r.sampling);
     r.input = build_completion_prompt(ctx.tok, ctx.lits, prompt_text, mode,
                                       static_cast<uint64_t>(ctx.opts.n_ctx));
     r.max_tokens = clamp_max_tokens(ctx, opt_int(body, "max_tokens"),

@@ -580,7 +580,7 @@ void handle_responses(context& ctx, const httplib::Request& req, httplib::Respon
     r.thinking = m.thinking;
     r.tools = !tools.empty();
     r.id_style = chat::id_style::openai;
-    read_sampling(body, r.thinking, false, false, true, &r.sampling);
+    read_sampling(body, ctx.opts.sampling, r.thinking, {false, false, true, false}, &r.sampling);
 
     chat::render_options ro;
     ro.mode = mode;

@@ -169,20 +169,25 @@ int64_t unix_time() {
         .count();
 }
 
-void read_sampling(const json& o, bool thinking, bool allow_top_k, bool allow_min_p,
-                   bool allow_seed, sampling_params* p) {
+void read_sampling(const json& o, const sampling_params& defaults, bool thinking,
+                   sampling_fields allow, sampling_params* p) {
+    *p = defaults;
     // Parsed (and type-checked) even when thinking overrides them.
     const auto temperature = opt_number(o, "temperature");
     const auto top_p = opt_number(o, "top_p");
-    const auto top_k = allow_top_k ? opt_int(o, "top_k") : std::nullopt;
-    const auto min_p = allow_min_p ? opt_number(o, "min_p") : std::nullopt;
-    const auto seed = allow_seed ? opt_int(o, "seed") : std::nullopt;
+    const auto top_k = allow.top_k ? opt_int(o, "top_k") : std::nullopt;
+    const auto min_p = allow.min_p ? opt_number(o, "min_p") : std::nullopt;
+    const auto seed = allow.seed ? opt_int(o, "seed") : std::nullopt;
+    const auto frequency = allow.penalties ? opt_number(o, "frequency_penalty") : std::nullopt;
+    const auto presence = allow.penalties ? opt_number(o, "presence_penalty") : std::nullopt;
     if (seed && *seed > 0) p->seed = static_cast<uint64_t>(*seed);
     if (thinking) return;
     if (temperature) p->temperature = static_cast<float>(*temperature);
     if (top_p) p->top_p = static_cast<float>(*top_p);
     if (top_k) p->top_k = static_cast<int32_t>(std::clamp<int64_t>(*top_k, -1, 1 << 20));
     if (min_p) p->min_p = static_cast<float>(*min_p);
+    if (frequency) p->frequency_penalty = static_cast<float>(*frequency);
+    if (presence) p->presence_penalty = static_cast<float>(*presence);
 }
 
 int64_t clamp_max_tokens(const context& ctx, std::optional<int64_t> requested,

@@ -60,6 +60,8 @@ struct server_options {
     disk_cache_options disk;  // --kv-disk-dir and the kv-cache knobs
     int mtp_draft = 0;        // --mtp-draft (worker_options)
     float mtp_margin = 0.0f;  // --mtp-margin
+    // Sampling defaults of every request (serve --temp, --top-k, ... and the penalties).
+    sampling_params sampling;
 };
 
 // Per-endpoint HTTP counters for /metrics.
@@ -115,10 +117,19 @@ std::string content_text(const json& v, const char* what);
 std::string random_hex(size_t n_bytes);
 int64_t unix_time();
 
-// Fills sampling params from the common request fields (temperature, top_p, top_k, min_p,
-// seed) unless `thinking` (protocol §4.1: thinking modes use the defaults).
-void read_sampling(const json& o, bool thinking, bool allow_top_k, bool allow_min_p,
-                   bool allow_seed, sampling_params* p);
+// The sampling fields an API has (beyond temperature and top_p, which all have).
+struct sampling_fields {
+    bool top_k = false;
+    bool min_p = false;
+    bool seed = false;
+    bool penalties = false;  // frequency_penalty, presence_penalty
+};
+
+// Sampling params of a request: the operator's defaults (serve --temp ...), then the request's
+// fields unless `thinking` (protocol §4.1: thinking modes ignore the client's knobs; a seed is
+// always taken). Every field is type-checked either way.
+void read_sampling(const json& o, const sampling_params& defaults, bool thinking,
+                   sampling_fields allow, sampling_params* p);
 
 // max_tokens after defaults and the context cap (at least 1).
 int64_t clamp_max_tokens(const context& ctx, std::optional<int64_t> requested,

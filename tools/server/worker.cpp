@@ -479,12 +479,15 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         int64_t n_gen = 0;
     };
     gen_view real{&raw, r.thinking ? std::string::npos : size_t{0}, {}, 0};
-    // Sampling parameters of the next token: greedy on DSML structure (visible text only).
+    // Sampling parameters of the next token: greedy on DSML structure (visible text only),
+    // without penalties there (a tool call's syntax repeats itself by design).
     auto params_of = [&r](gen_view& v) {
         sampling_params p = r.sampling;
         if (r.tools && r.kind == gen_kind::chat && v.think_end != std::string::npos) {
             if (syntax_is_greedy(v.tracker.update(std::string_view(*v.raw).substr(v.think_end)))) {
                 p.temperature = 0.0f;
+                p.repeat_penalty = 1.0f;
+                p.presence_penalty = p.frequency_penalty = 0.0f;
             }
         }
         return p;
@@ -562,6 +565,9 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
     const token_chooser choose = [&](std::span<const float> row) {
         const sampling_params p = params_of(sim);
         const int32_t c = smp.sample(row, p);
+        // The penalties' history runs ahead with the look-ahead: every choice is taken by the
+        // loop below, in order, unless the generation ends first.
+        smp.accept(c);
         chosen.push_back({c, info_of(row, c), false});
         sim_refuse = sim_end;
         if (!sim_end) {
@@ -600,6 +606,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
             } else {
                 tok = session_->sample(smp, p);
             }
+            smp.accept(tok);
             if (r.top_logprobs >= 0 && tok != eos) {
                 ti.id = tok;
                 ti.logprob = session_->logprob_of(tok);
