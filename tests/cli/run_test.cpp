@@ -145,26 +145,24 @@ TEST(RunText, PenaltiesFollowTheirRules) {
     const auto plain = bytes_of(e, test::greedy_continuation(e, prompt, 16, 256));
     struct knobs {
         std::string flags;
-        double repeat, presence, frequency;
-        int64_t last_n;
+        test::penalties pen;  // what the flags ask for
     };
     const std::vector<knobs> cases = {
         // A random model does not repeat itself: a penalty below 1 makes it, then the others
         // and the window have repeats to act on.
-        {"--repeat-penalty 0.2", 0.2, 0, 0, 64},
-        {"--repeat-penalty 0.2 --repeat-last-n 3", 0.2, 0, 0, 3},
-        {"--repeat-penalty 0.3 --presence-penalty 1.5 --frequency-penalty 0.5", 0.3, 1.5, 0.5, 64},
-        {"--repeat-penalty 0.25 --frequency-penalty 2 --repeat-last-n -1", 0.25, 0, 2, -1},
-        {"--repeat-penalty 1.5 --presence-penalty -2", 1.5, -2, 0, 64},
+        {"--repeat-penalty 0.2", {0.2, 0, 0, 64}},
+        {"--repeat-penalty 0.2 --repeat-last-n 3", {0.2, 0, 0, 3}},
+        {"--repeat-penalty 0.3 --presence-penalty 1.5 --frequency-penalty 0.5",
+         {0.3, 1.5, 0.5, 64}},
+        {"--repeat-penalty 0.25 --frequency-penalty 2 --repeat-last-n -1", {0.25, 0, 2, -1}},
+        {"--repeat-penalty 1.5 --presence-penalty -2", {1.5, -2, 0, 64}},
     };
     bool any_changed = false;
     for (const knobs& k : cases) {
         const auto r = run_magnetar("run " + model_arg() + "-p 'Tell me a story.' --temp 0 -n 16 " +
                                     "-c 256 " + k.flags);
         ASSERT_EQ(r.rc, 0) << r.err;
-        const auto want =
-            bytes_of(e, test::penalised_greedy(e, prompt, 16, 256,
-                                               {k.repeat, k.presence, k.frequency, k.last_n}));
+        const auto want = bytes_of(e, test::penalised_greedy(e, prompt, 16, 256, k.pen));
         EXPECT_EQ(r.out, want + "\n") << k.flags;
         any_changed = any_changed || want != plain;
     }

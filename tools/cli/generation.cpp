@@ -308,14 +308,15 @@ void token_printer::push(int32_t id) {
         thinking_ = opening;
         return;
     }
-    const std::string bytes = engine_.token_bytes(id);
-    (thinking_ ? reasoning_ : content_) += bytes;
-    write(utf8_.push(bytes));
+    push_text(engine_.token_bytes(id));
 }
 
 void token_printer::push_partial(int32_t id, size_t n_bytes) {
     if (id == think_ || id == think_end_ || n_bytes == 0) return;
-    const std::string bytes = engine_.token_bytes(id).substr(0, n_bytes);
+    push_text(engine_.token_bytes(id).substr(0, n_bytes));
+}
+
+void token_printer::push_text(const std::string& bytes) {
     (thinking_ ? reasoning_ : content_) += bytes;
     write(utf8_.push(bytes));
 }

@@ -117,6 +117,8 @@ class token_printer {
     const std::string& content() const { return content_; }
 
   private:
+    // A text token's bytes (or their start) into the reply and the terminal.
+    void push_text(const std::string& bytes);
     void write(const std::string& s);
 
     const Engine& engine_;
