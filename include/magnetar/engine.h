@@ -33,8 +33,17 @@ struct engine_options {
     // the backend does not implement fail the load with one line that says which.
     std::string backend = "cpu";
     int device = 0;      // GPU ordinal of a device backend
-    bool quiet = false;  // no progress bar while weights are copied to a device
-    int n_threads = 0;   // CPU backend threads; 0: one per physical core
+    bool quiet = false;  // no progress bar while weights are read, locked or copied to a device
+    // How the model file's bytes are held. use_mmap (the default): the file is mapped and its
+    // pages read on first touch (and dropped under memory pressure, then read again). false:
+    // the whole file is read into private memory at load (refused when it is larger than the
+    // host's memory). use_mlock: the bytes are locked in RAM so that they are never paged out;
+    // a lock the system refuses (the locked-memory limit) leaves the model loaded and says why
+    // in model_info::lock_warning. Neither is available in pipelined (MPI) runs, where each
+    // rank touches only its layers of the mapped file.
+    bool use_mmap = true;
+    bool use_mlock = false;
+    int n_threads = 0;  // CPU backend threads; 0: one per physical core
     // Every matrix product through the scalar reference twin (dequantize a row, sum in
     // order) instead of the SIMD kernels: slow, for diagnostics (`magnetar compare-reference`).
     bool reference_kernels = false;
@@ -80,7 +89,10 @@ struct model_info {
     uint32_t n_vocab = 0;
     uint32_t n_swa = 0;  // raw sliding window
     uint64_t n_ctx_train = 0;
-    uint64_t weight_bytes = 0;  // tensor data of the main file
+    uint64_t weight_bytes = 0;   // tensor data of the main file
+    bool weights_mapped = true;  // false: read into private memory (engine_options::use_mmap)
+    bool weights_locked = false;
+    std::string lock_warning;  // why a lock asked for was refused; empty otherwise
     bool has_mtp = false;
     bool has_dspark = false;  // V4.1 DSpark draft stages (session_options::drafts)
     bool has_tokenizer = false;

@@ -420,10 +420,6 @@ class backend {
                              const tensor& wq, const tensor& out);
 };
 
-// Memory of this host: physical memory, or the cgroup limit when that is lower (containers);
-// 0 when unknown.
-uint64_t host_memory_bytes();
-
 // The ops of `ops` that `be` does not implement (supports() false), in the order given.
 std::vector<op_kind> missing_ops(const backend& be, const std::vector<op_kind>& ops);
 

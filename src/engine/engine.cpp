@@ -69,8 +69,16 @@ status Engine::probe_backend(const engine_options& opts, std::string* descriptio
 status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
     auto p = std::make_unique<impl>();
     try {
+        if (dist::active() && (!opts.use_mmap || opts.use_mlock)) {
+            return {status_code::unsupported,
+                    "reading the model into memory or locking it is not available in pipelined "
+                    "(MPI) runs: each rank maps the file and touches only its own layers"};
+        }
         load_options lo;
         lo.mtp_path = opts.mtp_path;
+        lo.mmap = opts.use_mmap;
+        lo.mlock = opts.use_mlock;
+        lo.quiet = opts.quiet;
         p->m = model::load(opts.model_path, lo);
     } catch (const Error& e) {
         return {status_code::model_error, e.what()};
@@ -139,6 +147,9 @@ status Engine::load(const engine_options& opts, std::unique_ptr<Engine>* out) {
         p->info.special = {sp.bos, sp.eos, sp.user, sp.assistant, sp.think, sp.think_end};
     }
     for (const gguf::tensor_info& t : p->m->file().tensors()) p->info.weight_bytes += t.n_bytes;
+    p->info.weights_mapped = !p->m->file().in_private_memory();
+    p->info.weights_locked = p->m->file().locked() && p->m->mtp_file()->locked();
+    p->info.lock_warning = p->m->lock_warning();
     p->info.path = opts.model_path;
     p->info.n_swa = hp.n_swa;
     p->info.name = hp.name;

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -105,11 +106,27 @@ struct tensor_info {
 // are read a few rows at a time (the V4.1 Engram tables). Best effort: a failure is ignored.
 void advise_random_access(const void* data, size_t bytes);
 
+// How reader::open brings a file's bytes into memory.
+struct open_options {
+    // true: map the file; pages are read on first touch, shared with the page cache, and may
+    // be dropped under memory pressure and read again. false: after validation, read the whole
+    // file into private memory (the open takes as long as reading the file; afterwards no
+    // access touches the file). Refused when the file is larger than the host's memory.
+    bool mmap = true;
+    // Lock the bytes in RAM (mlock) so that they are never paged out; with mmap, every page is
+    // read at open. Best effort: a refusal (the locked-memory limit, no memory) leaves the
+    // reader usable and says why in lock_warning().
+    bool mlock = false;
+    // Called as the bytes are read (mmap false; phase "reading") or locked ("locking"), with
+    // bytes done and the total.
+    std::function<void(const char* phase, uint64_t done, uint64_t total)> on_progress;
+};
+
 // Read-only view of a GGUF file mapped in memory.
 class reader {
   public:
     // Maps and validates the file. Throws magnetar::Error on any problem.
-    static std::unique_ptr<reader> open(const std::string& path);
+    static std::unique_ptr<reader> open(const std::string& path, const open_options& o = {});
     // Validates a GGUF image already in memory (same checks as open()). The caller keeps the
     // buffer alive and unchanged for the reader's lifetime; `name` stands in for the path in
     // error messages. Used by the fuzzer and by tests that corrupt bytes in place.
@@ -123,6 +140,12 @@ class reader {
     uint32_t alignment() const { return alignment_; }
     uint64_t file_size() const { return size_; }
     uint64_t data_offset() const { return data_offset_; }  // absolute start of data section
+    // The file's bytes were read into private memory (open_options::mmap false).
+    bool in_private_memory() const { return private_; }
+    // The bytes are locked in RAM (open_options::mlock granted).
+    bool locked() const { return locked_; }
+    // Why a requested lock was not granted; empty when it was, or when none was asked.
+    const std::string& lock_warning() const { return lock_warning_; }
 
     // Metadata in file order.
     std::span<const kv> metadata() const { return kvs_; }
@@ -139,10 +162,15 @@ class reader {
   private:
     reader() = default;
     void parse();  // fills everything below from base_/size_; throws on the first problem
+    void read_into_memory(const open_options& o);  // the mapping replaced by a private copy
+    void lock(const open_options& o);
 
     std::string path_;
     int fd_ = -1;
-    bool mapped_ = false;  // base_ is our mmap (open) rather than the caller's buffer
+    bool mapped_ = false;   // base_ is our mmap (open) rather than the caller's buffer
+    bool private_ = false;  // ... of anonymous memory holding a copy of the file
+    bool locked_ = false;
+    std::string lock_warning_;
     const uint8_t* base_ = nullptr;
     uint64_t size_ = 0;
     uint32_t version_ = 0;

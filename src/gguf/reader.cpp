@@ -7,6 +7,7 @@
 // keys or tensor names (src/model).
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "core/host.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_internal.h"
 
@@ -260,7 +262,7 @@ std::string quoted(const std::string& s, const char* prefix = "") {
 // Opening
 // ---------------------------------------------------------------------------------------------
 
-std::unique_ptr<reader> reader::open(const std::string& path) {
+std::unique_ptr<reader> reader::open(const std::string& path, const open_options& o) {
     std::unique_ptr<reader> r(new reader());
     r->path_ = path;
     // O_NONBLOCK: opening a FIFO by mistake must not hang; it is refused below as not regular.
@@ -285,7 +287,99 @@ std::unique_ptr<reader> reader::open(const std::string& path) {
         r->mapped_ = true;
     }
     r->parse();
+    if (!o.mmap) r->read_into_memory(o);
+    if (o.mlock) r->lock(o);
     return r;
+}
+
+void reader::read_into_memory(const open_options& o) {
+    const uint64_t host = host_memory_bytes();
+    if (host != 0 && size_ > host) {
+        throw Error(
+            strfmt("%s: reading the whole file into memory needs %s, more than the "
+                   "host's %s; map it instead (the default)",
+                   path_.c_str(), human_bytes(size_).c_str(), human_bytes(host).c_str()));
+    }
+    const auto n = static_cast<size_t>(size_);
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        throw Error(strfmt("%s: cannot allocate %s to read the file into: %s", path_.c_str(),
+                           human_bytes(size_).c_str(), std::strerror(errno)));
+    }
+    auto* dst = static_cast<uint8_t*>(p);
+    try {
+        constexpr size_t kChunk = size_t{64} << 20;
+        for (size_t done = 0; done < n;) {
+            const ssize_t got =
+                ::pread(fd_, dst + done, std::min(kChunk, n - done), static_cast<off_t>(done));
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) {
+                throw Error(strfmt("%s: read error at byte %zu: %s", path_.c_str(), done,
+                                   std::strerror(errno)));
+            }
+            if (got == 0) {
+                throw Error(
+                    strfmt("%s: the file ended at byte %zu while being read (%llu "
+                           "expected): it changed after it was opened",
+                           path_.c_str(), done, static_cast<ull>(size_)));
+            }
+            done += static_cast<size_t>(got);
+            if (o.on_progress) o.on_progress("reading", done, size_);
+        }
+        // The directory was validated on the mapped bytes: the copy must hold the same ones.
+        if (std::memcmp(dst, base_, static_cast<size_t>(data_offset_)) != 0) {
+            throw Error(path_ + ": the file changed while being read (its header differs)");
+        }
+    } catch (...) {
+        ::munmap(p, n);
+        throw;
+    }
+    ::mprotect(p, n, PROT_READ);
+    ::munmap(const_cast<uint8_t*>(base_), n);
+    base_ = dst;
+    private_ = true;
+    ::close(fd_);
+    fd_ = -1;
+}
+
+void reader::lock(const open_options& o) {
+    if (size_ == 0) return;
+    // Raise the soft locked-memory limit as far as the hard one allows (as `ulimit -l` would).
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < size_) {
+        rlimit want = rl;
+        want.rlim_cur = rl.rlim_max == RLIM_INFINITY ? RLIM_INFINITY
+                                                     : std::max<rlim_t>(rl.rlim_cur, rl.rlim_max);
+        if (::setrlimit(RLIMIT_MEMLOCK, &want) == 0) rl = want;
+    }
+    // In slices, so that the progress of a large file shows (every page is read here).
+    constexpr size_t kSlice = size_t{256} << 20;
+    const auto n = static_cast<size_t>(size_);
+    for (size_t done = 0; done < n;) {
+        const size_t len = std::min(kSlice, n - done);
+        if (::mlock(base_ + done, len) != 0) {
+            const int err = errno;
+            if (done > 0) ::munlock(base_, done);
+            const std::string limit = rl.rlim_cur == RLIM_INFINITY
+                                          ? "unlimited"
+                                          : human_bytes(static_cast<uint64_t>(rl.rlim_cur));
+            lock_warning_ =
+                // ENOMEM above a limit, EPERM for a limit of zero (without CAP_IPC_LOCK).
+                (err == ENOMEM || err == EPERM) && rl.rlim_cur != RLIM_INFINITY &&
+                        rl.rlim_cur < size_
+                    ? strfmt(
+                          "cannot lock %s in RAM: the locked-memory limit is %s (raise it "
+                          "with `ulimit -l`, or in /etc/security/limits.conf)",
+                          human_bytes(size_).c_str(), limit.c_str())
+                    : strfmt("cannot lock %s in RAM: %s (locked-memory limit %s)",
+                             human_bytes(size_).c_str(), std::strerror(err), limit.c_str());
+            return;
+        }
+        done += len;
+        if (o.on_progress) o.on_progress("locking", done, size_);
+    }
+    locked_ = true;
 }
 
 std::unique_ptr<reader> reader::open_memory(const uint8_t* data, size_t size, std::string name) {

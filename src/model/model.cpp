@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "core/progress.h"
 
 namespace magnetar {
 
@@ -375,6 +376,30 @@ void check_tensor_impl(const gguf::reader& file, const tensor_spec& spec,
     // Whole blocks per row (ne[0] a multiple of the block) are guaranteed by the GGUF reader.
 }
 
+// Opens one file of the model as load_options asks, with a progress bar for each phase of
+// reading or locking its bytes.
+std::unique_ptr<gguf::reader> open_file(const std::string& path, const load_options& opts,
+                                        std::string* lock_warning) {
+    gguf::open_options o;
+    o.mmap = opts.mmap;
+    o.mlock = opts.mlock;
+    std::unique_ptr<Progress> bar;
+    std::string phase;
+    o.on_progress = [&](const char* what, uint64_t done, uint64_t total) {
+        if (!bar || phase != what) {
+            phase = what;
+            bar = std::make_unique<Progress>(phase + " " + path, total, Progress::Unit::bytes,
+                                             opts.quiet);
+        }
+        bar->update(done);
+    };
+    auto r = gguf::reader::open(path, o);
+    bar.reset();
+    if (lock_warning->empty() && !r->lock_warning().empty())
+        *lock_warning = path + ": " + r->lock_warning();
+    return r;
+}
+
 }  // namespace
 
 void check_tensor(const gguf::reader& file, const tensor_spec& spec, const gguf::tensor_info& t) {
@@ -383,7 +408,7 @@ void check_tensor(const gguf::reader& file, const tensor_spec& spec, const gguf:
 
 std::unique_ptr<model> model::load(const std::string& path, const load_options& opts) {
     auto m = std::unique_ptr<model>(new model());
-    m->file_ = gguf::reader::open(path);
+    m->file_ = open_file(path, opts, &m->lock_warning_);
     const gguf::reader& f = *m->file_;
     m->hp_ = read_hparams(f);
     const hparams& hp = m->hp_;
@@ -402,7 +427,7 @@ std::unique_ptr<model> model::load(const std::string& path, const load_options& 
         return m;
     }
 
-    if (!opts.mtp_path.empty()) m->mtp_file_ = gguf::reader::open(opts.mtp_path);
+    if (!opts.mtp_path.empty()) m->mtp_file_ = open_file(opts.mtp_path, opts, &m->lock_warning_);
     const bool mtp_in_main = f.find_tensor("mtp.0.e_proj.weight") != nullptr;
     const bool want_mtp = m->mtp_file_ || mtp_in_main;
     if (opts.require_mtp && !want_mtp) {

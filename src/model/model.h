@@ -118,6 +118,11 @@ struct load_options {
     std::string mtp_path;
     // Fail if no MTP block (V4.1: no DSpark stages) can be bound.
     bool require_mtp = false;
+    // How the files' bytes are held (gguf::open_options): mapped (the default) or read into
+    // private memory, and locked in RAM or not.
+    bool mmap = true;
+    bool mlock = false;
+    bool quiet = false;  // no progress bar while a file is read or locked
 };
 
 class model {
@@ -132,6 +137,9 @@ class model {
     const gguf::reader* mtp_file() const { return mtp_file_ ? mtp_file_.get() : file_.get(); }
     // Whether a draft block is bound: the V4 MTP block or the V4.1 DSpark stages.
     bool has_draft() const { return w_.mtp.has_value() || (w_.v41 && !w_.v41->dspark.empty()); }
+    // Why a lock asked for by load_options::mlock was not granted (the first file refused);
+    // empty when every file is locked or none was asked to be.
+    const std::string& lock_warning() const { return lock_warning_; }
     // Tensors of the file(s) that the catalogue does not know (reported by inspect, ignored).
     const std::vector<std::string>& unknown_tensors() const { return unknown_; }
 
@@ -143,6 +151,7 @@ class model {
     std::unique_ptr<gguf::reader> mtp_file_;
     model_weights w_;
     std::vector<std::string> unknown_;
+    std::string lock_warning_;
 };
 
 // Checks one tensor of `file` against its catalogue entry (shape for its type, dtype class).

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -202,15 +204,26 @@ TEST(BenchSmoke, WalkCsvSvgAndProjection) {
     std::string why;
     EXPECT_TRUE(well_formed_xml(doc, &why)) << why;
     EXPECT_EQ(doc.rfind("<?xml", 0), 0u);
-    for (const char* id : {"<svg xmlns=\"http://www.w3.org/2000/svg\"", "id=\"series-prefill\"",
-                           "id=\"series-generation\"", "id=\"legend\"", "id=\"x-axis\"",
-                           "id=\"y-axis-prefill\"", "id=\"y-axis-generation\"", "<polyline",
-                           "context (tokens)", "prefill t/s", "generation t/s"}) {
+    for (const char* id :
+         {"<svg xmlns=\"http://www.w3.org/2000/svg\"", "id=\"series-prefill\"",
+          "id=\"series-generation\"", "id=\"series-prefill-projected\"",
+          "id=\"series-generation-projected\"", "id=\"legend\"", "id=\"x-axis\"",
+          "id=\"y-axis-prefill\"", "id=\"y-axis-generation\"", "<polyline", "context (tokens)",
+          ">prefill t/s (left axis)<", ">generation t/s, 43 layers (projected)<",
+          // Tooltips name their series.
+          "<title>prefill t/s (left axis) at 64 tokens: ",
+          "<title>generation t/s, 43 layers (projected) at 192 tokens: "}) {
         EXPECT_NE(doc.find(id), std::string::npos) << id;
     }
     size_t circles = 0;
     for (size_t p = 0; (p = doc.find("<circle", p)) != std::string::npos; ++p) ++circles;
-    EXPECT_EQ(circles, 6u);  // 3 frontiers x 2 series
+    EXPECT_EQ(circles, 12u);  // 3 frontiers x (2 measured + 2 projected series)
+    // The projected points are the CSV's projected columns.
+    const std::string first = "<title>generation t/s, 43 layers (projected) at 64 tokens: ";
+    const size_t at = doc.find(first);
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_NEAR(std::strtod(doc.c_str() + at + first.size(), nullptr), rows[0].at("proj_gen_tps"),
+                0.01 * rows[0].at("proj_gen_tps") + 0.01);
 
     // The two-model projection: a base CSV of a "2-layer" model far faster per token (so the
     // difference gives a positive per-layer time despite timing noise).
@@ -265,6 +278,43 @@ TEST(BenchSmoke, ChatInputGeometricSteps) {
     EXPECT_EQ(rows[1].at("ctx_tokens"), 100);
     EXPECT_EQ(rows[2].at("ctx_tokens"), 200);
     EXPECT_EQ(rows[2].at("prefill_tokens"), 100);
+}
+
+// Past 1000 tokens every context tick is in thousands with the same decimals, and without
+// --read-mb the bandwidth probe is sized to the model (its weights, at least 64 MiB).
+TEST(BenchSmoke, ThousandsTicksAndAProbeSizedToTheModel) {
+    const std::string svg = test::temp_dir() + "/ticks.svg";
+    const run_out r = run_bench("-m " + bench_model() + " -t 2 --prompt-file " + text_file() +
+                                " --ctx-start 500 --ctx-max 1500 --step-incr 500 --gen-tokens 2"
+                                " --svg " +
+                                svg);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::smatch m;
+    const std::regex sized(R"(over ([0-9.]+) (MiB|GiB), sized to the model's weights)");
+    ASSERT_TRUE(std::regex_search(r.err, m, sized)) << r.err;
+    const double mib = std::stod(m[1]) * (m[2] == "GiB" ? 1024 : 1);
+    const double file_mib =
+        static_cast<double>(std::filesystem::file_size(bench_model())) / 1048576;
+    EXPECT_GE(mib, 64.0);
+    EXPECT_LE(mib, std::max(64.0, file_mib));
+    std::ifstream f(svg);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string doc = ss.str();
+    const size_t begin = doc.find("<g id=\"x-axis\">"), end = doc.find("</g>", begin);
+    ASSERT_NE(begin, std::string::npos);
+    const std::string axis = doc.substr(begin, end - begin);
+    const std::regex label(R"(text-anchor="middle">([^<]*)</text>)");
+    std::vector<std::string> ticks;
+    for (auto it = std::sregex_iterator(axis.begin(), axis.end(), label);
+         it != std::sregex_iterator(); ++it) {
+        ticks.push_back((*it)[1]);
+    }
+    ASSERT_GE(ticks.size(), 4u) << axis;
+    EXPECT_EQ(ticks.back(), "context (tokens)");
+    ticks.pop_back();
+    for (const std::string& t : ticks)
+        EXPECT_TRUE(t == "0" || std::regex_match(t, std::regex(R"(\d+\.\dk)"))) << t;
 }
 
 TEST(BenchSmoke, V41Walk) {

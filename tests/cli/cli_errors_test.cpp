@@ -2,9 +2,13 @@
 // line a person understands (no 309-digit ranges, "not a number", the nearest command or
 // option, extra words in order), sampling values checked with their limits in words, -n -1,
 // --seed -1 printed and repeatable, -ngl on a machine without a GPU, outputs that exist (or are
-// the input) refused without --overwrite, and a warning for a context above the trained one.
+// the input) refused without --overwrite, a warning for a context above the trained one,
+// constrained output declined with a reason, --log-disable / --verbose, and --no-mmap / --mlock
+// (a refused lock included).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -202,6 +206,106 @@ TEST(CliErrors, OutputsThatExistAreRefusedWithoutOverwrite) {
     expect_line(run_magnetar("imatrix -m " + model + " -f " + in + " -o " + out), 1,
                 "magnetar: error: " + out + " exists; --overwrite replaces it");
     EXPECT_TRUE(fs::exists(model));
+}
+
+TEST(CliErrors, ConstrainedOutputIsDeclinedWithAReason) {
+    for (const std::string flag :
+         {"--grammar 'root ::= \"a\"'", "--json-schema={}", "--grammar-file g.gbnf"}) {
+        const cmd_result r = run_magnetar("run -p hi " + flag);
+        EXPECT_EQ(r.rc, 2) << flag;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        const std::string name = flag.substr(0, flag.find_first_of(" ="));
+        EXPECT_EQ(r.err.rfind("magnetar run: " + name +
+                                  ": constrained output (grammars, JSON schemas) is not offered",
+                              0),
+                  0u)
+            << r.err;
+        EXPECT_NE(r.err.find("response_format"), std::string::npos) << r.err;
+    }
+}
+
+std::string tiny_run(const std::string& extra = "") {
+    return "run -m " + shell_quote(trained_model()) + " -t 2 -n 8 --temp 0.7 --seed 5 -p hi" +
+           extra;
+}
+
+TEST(CliLog, LogDisableLeavesOnlyErrors) {
+    REQUIRE_TRAINED();
+    const cmd_result plain = run_magnetar(tiny_run());
+    ASSERT_EQ(plain.rc, 0) << plain.err;
+    EXPECT_NE(plain.err.find("prefill: "), std::string::npos) << plain.err;
+    const cmd_result quiet = run_magnetar(tiny_run(" --log-disable"));
+    EXPECT_EQ(quiet.rc, 0);
+    EXPECT_EQ(quiet.err, "");
+    EXPECT_EQ(quiet.out, plain.out);
+    // Warnings are notes too; errors stay.
+    const cmd_result warned = run_magnetar(tiny_run(" --think-max --log-disable"));
+    EXPECT_EQ(warned.rc, 0);
+    EXPECT_EQ(warned.err, "");
+    EXPECT_NE(run_magnetar(tiny_run(" --think-max")).err.find("warning: Think Max"),
+              std::string::npos);
+    const cmd_result failed = run_magnetar("run -m /nonexistent.gguf -p hi --log-disable");
+    EXPECT_EQ(failed.rc, 1);
+    EXPECT_EQ(failed.err.rfind("magnetar: error: /nonexistent.gguf: cannot open", 0), 0u)
+        << failed.err;
+    const cmd_result both = run_magnetar("run -p hi --verbose --log-disable");
+    EXPECT_EQ(both.rc, 2);
+    EXPECT_NE(both.err.find("--verbose excludes --log-disable"), std::string::npos) << both.err;
+}
+
+TEST(CliLog, VerboseNamesTheModelAndTheSettings) {
+    REQUIRE_TRAINED();
+    const std::string extra = " --repeat-penalty 1.1 --stop xyz";
+    const cmd_result plain = run_magnetar(tiny_run(extra));
+    const cmd_result r = run_magnetar(tiny_run(extra + " --verbose"));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, plain.out);
+    for (const std::string& line :
+         {"magnetar: model " + trained_model() + ": ", std::string(" layers, width "),
+          std::string("magnetar: weights mapped from the file; MTP block, tokenizer\n"),
+          std::string("magnetar: backend cpu (2 threads"),
+          std::string("magnetar: session: context 32768 tokens, prompt "),
+          std::string("magnetar: sampling: temperature 0.7, top-k 0, top-p 1, min-p 0.05, seed "
+                      "5; penalties: repeat 1.1, presence 0, frequency 0 over the last 64 "
+                      "tokens; stop \"xyz\"\n")}) {
+        EXPECT_NE(r.err.find(line), std::string::npos) << line << "\n" << r.err;
+        EXPECT_EQ(plain.err.find(line), std::string::npos) << line;
+    }
+}
+
+TEST(CliLog, NoMmapAndMlockKeepTheReply) {
+    REQUIRE_TRAINED();
+    const cmd_result base = run_magnetar(tiny_run(" --verbose"));
+    ASSERT_EQ(base.rc, 0) << base.err;
+    const cmd_result copied = run_magnetar(tiny_run(" --verbose --no-mmap"));
+    EXPECT_EQ(copied.rc, 0) << copied.err;
+    EXPECT_EQ(copied.out, base.out);
+    EXPECT_NE(copied.err.find("magnetar: weights read into memory;"), std::string::npos)
+        << copied.err;
+    const cmd_result locked = run_magnetar(tiny_run(" --verbose --mlock --no-mmap"));
+    EXPECT_EQ(locked.rc, 0) << locked.err;
+    EXPECT_EQ(locked.out, base.out);
+    // Granted (root, or a limit above the file) or refused with the reason, never both.
+    const bool granted =
+        locked.err.find("magnetar: weights read into memory, locked in RAM;") != std::string::npos;
+    const bool refused = locked.err.find("magnetar: warning: --mlock: ") != std::string::npos;
+    EXPECT_NE(granted, refused) << locked.err;
+
+    // Without CAP_IPC_LOCK and with a locked-memory limit of zero the lock is refused: one
+    // warning with the limit, and the same reply.
+    if (std::system("command -v prlimit >/dev/null && command -v setpriv >/dev/null") != 0)
+        GTEST_SKIP() << "prlimit or setpriv missing";
+    const cmd_result limited = run_magnetar(
+        tiny_run(" --mlock"), "", "prlimit --memlock=0:0 setpriv --bounding-set=-ipc_lock");
+    EXPECT_EQ(limited.rc, 0) << limited.err;
+    EXPECT_EQ(limited.out, base.out);
+    EXPECT_NE(limited.err.find("magnetar: warning: --mlock: " + trained_model() + ": cannot lock "),
+              std::string::npos)
+        << limited.err;
+    EXPECT_NE(limited.err.find("in RAM: the locked-memory limit is 0 B (raise it with `ulimit "
+                               "-l`"),
+              std::string::npos)
+        << limited.err;
 }
 
 }  // namespace

@@ -63,11 +63,13 @@ std::string shell_quote(const std::string& s) {
     return out + "'";
 }
 
-cmd_result run_magnetar(const std::string& args, const std::string& cwd) {
+cmd_result run_magnetar(const std::string& args, const std::string& cwd,
+                        const std::string& wrapper) {
     const std::string err_path = temp_dir() + "/stderr-" + std::to_string(::getpid()) + ".txt";
     std::string cmd;
     if (!cwd.empty()) cmd = "cd " + shell_quote(cwd) + " && ";
-    cmd += "exec " + magnetar_bin() + " " + args + " 2>" + shell_quote(err_path) + " </dev/null";
+    cmd += "exec " + (wrapper.empty() ? "" : wrapper + " ") + magnetar_bin() + " " + args + " 2>" +
+           shell_quote(err_path) + " </dev/null";
     cmd_result r;
     FILE* p = ::popen(cmd.c_str(), "r");
     if (!p) return r;

@@ -27,8 +27,10 @@ struct cmd_result {
     std::string err;
 };
 
-// Runs `magnetar ARGS` (a shell-quoted argument string) with stdout and stderr captured apart.
-cmd_result run_magnetar(const std::string& args, const std::string& cwd = "");
+// Runs `magnetar ARGS` (a shell-quoted argument string) with stdout and stderr captured apart;
+// `wrapper` (shell words, e.g. "prlimit --memlock=0:0") runs the binary when given.
+cmd_result run_magnetar(const std::string& args, const std::string& cwd = "",
+                        const std::string& wrapper = "");
 
 // Single-quoted for the shell.
 std::string shell_quote(const std::string& s);

@@ -1,7 +1,8 @@
 // `magnetar kv` and `magnetar serve` against a hostile disk KV cache directory and process
 // limits: a FIFO named like an entry (never a hang), another model's entries (marked, not
 // invalid), a file-size limit hit by a save (the request is still answered; no SIGXFSZ death,
-// no temp file left), SIGTERM while the server is still starting.
+// no temp file left), SIGTERM while the server is still starting; and the binary's own flags that
+// reach every request: --log-disable, and the sampling defaults (--temp, the penalties).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "cli/cli_support.h"
+#include "core/paths.h"
 #include "kvstore/kv_file.h"
 #include "kvstore/kv_store.h"
 #include "support/test_support.h"
@@ -268,6 +270,108 @@ TEST(ServeDiskCache, FileSizeLimitFailsTheSaveNotTheRequest) {
     for (const auto& f : fs::directory_iterator(dir.path))
         EXPECT_EQ(f.path().string().find(".tmp."), std::string::npos) << f.path();
     fs::remove(dir.path + "-stderr");
+}
+
+// --log-disable leaves serve's stderr to errors: no start-up note, no disk-cache notes (the cold
+// save of a long prompt and the save at shutdown), while the same run without it prints both.
+TEST(ServeDiskCache, LogDisableSilencesTheNotes) {
+    std::string text;
+    for (int i = 0; i < 60; ++i) text += "Record " + std::to_string(i) + ": the quick brown fox. ";
+    const nlohmann::json body = {{"model", "deepseek-v4-flash"},
+                                 {"messages", {{{"role", "user"}, {"content", text}}}},
+                                 {"max_tokens", 4},
+                                 {"thinking", false},
+                                 {"temperature", 0}};
+    for (const bool quiet : {false, true}) {
+        scratch_dir dir(quiet ? "logs-off" : "logs-on");
+        std::vector<std::string> args = {"serve",
+                                         "-m",
+                                         cli_tiny_model(),
+                                         "-t",
+                                         "1",
+                                         "--port",
+                                         "0",
+                                         "-c",
+                                         "2048",
+                                         "-n",
+                                         "4",
+                                         "--kv-disk-dir",
+                                         dir.path,
+                                         "--kv-cache-min-tokens",
+                                         "64",
+                                         "--kv-cache-boundary-align-tokens",
+                                         "0"};
+        if (quiet) args.push_back("--log-disable");
+        child c(args, dir.path + "-stderr");
+        ASSERT_GT(c.pid, 0);
+        ASSERT_TRUE(c.read_until("listening on port", 60)) << c.err();
+        EXPECT_EQ(http_post(port_of(c.out_text), "/v1/chat/completions", body.dump(), nullptr), 200)
+            << c.err();
+        ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
+        EXPECT_EQ(c.wait(60), 0) << c.err();
+        const std::string err = c.err();
+        if (quiet) {
+            EXPECT_EQ(err, "");
+        } else {
+            EXPECT_NE(err.find("magnetar serve: "), std::string::npos) << err;
+            EXPECT_NE(err.find("kv store: "), std::string::npos) << err;
+        }
+        fs::remove(dir.path + "-stderr");
+    }
+}
+
+// serve's sampling flags are every request's defaults: a completion without sampling fields
+// from a server started with --temp 0 and penalties is the reply of `magnetar run` with the
+// same flags (the CLI's penalised decoding is checked against a reference in run_test.cpp; the
+// two render the same prompt), a request's OpenAI penalties add to the operator's, and the
+// penalties change the reply (on the trained model, whose greedy text repeats itself).
+TEST(ServeFlagsBinary, SamplingFlagsAreTheRequestDefaults) {
+    const std::string model = find_in_ancestors("models/magnetar-tiny.gguf");
+    if (model.empty()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";
+    const std::string text = "Tell me about the sea and the sea and the sea.";
+    auto answer = [&](const std::vector<std::string>& flags, const nlohmann::json& fields) {
+        scratch_dir dir("sampling");
+        std::vector<std::string> args = {"serve",  "-m", model, "-t",   "2",
+                                         "--port", "0",  "-c",  "1024", "--log-disable"};
+        args.insert(args.end(), flags.begin(), flags.end());
+        child c(args, dir.path + "-stderr");
+        std::string text_out;
+        if (c.pid > 0 && c.read_until("listening on port", 60)) {
+            nlohmann::json body = {{"prompt", text}, {"think", false}, {"max_tokens", 24}};
+            if (fields.is_object()) body.update(fields);
+            std::string raw;
+            EXPECT_EQ(http_post(port_of(c.out_text), "/v1/completions", body.dump(), &raw), 200)
+                << raw;
+            const nlohmann::json j = nlohmann::json::parse(raw, nullptr, false);
+            if (j.is_object()) text_out = j["choices"][0]["text"].get<std::string>();
+        }
+        ::kill(c.pid, SIGTERM);
+        EXPECT_EQ(c.wait(60), 0) << c.err();
+        fs::remove(dir.path + "-stderr");
+        return text_out;
+    };
+    auto run = [&](const std::string& flags) {
+        const cmd_result r =
+            run_magnetar("run -m " + shell_quote(model) + " -t 2 -c 1024 -n 24 " +
+                         "--nothink --temp 0 -p " + shell_quote(text) + " " + flags);
+        EXPECT_EQ(r.rc, 0) << r.err;
+        return r.out.ends_with("\n") ? r.out.substr(0, r.out.size() - 1) : r.out;
+    };
+    const std::string greedy = run("");
+    const std::string penalised =
+        run("--repeat-penalty 1.6 --repeat-last-n -1 --frequency-penalty 0.5");
+    ASSERT_FALSE(greedy.empty());
+    ASSERT_NE(penalised, greedy) << "the penalties changed nothing: the test proves nothing";
+    EXPECT_EQ(answer({}, {{"temperature", 0}}), greedy);
+    EXPECT_EQ(answer({"--temp", "0", "--repeat-penalty", "1.6", "--repeat-last-n", "-1",
+                      "--frequency-penalty", "0.5"},
+                     {}),
+              penalised);
+    EXPECT_EQ(answer({"--repeat-penalty", "1.6", "--repeat-last-n", "-1"},
+                     {{"temperature", 0}, {"frequency_penalty", 0.5}}),
+              penalised);
+    // --temp 0 is greedy whatever seed a request names.
+    EXPECT_EQ(answer({"--temp", "0"}, {{"seed", 7}}), greedy);
 }
 
 // Whether the main thread of `pid` has SIGTERM blocked (serve's first step).

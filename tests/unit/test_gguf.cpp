@@ -5,9 +5,12 @@
 // corruption sweeps (every truncation, random bytes) in test_gguf_fuzz.cpp.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -305,6 +308,120 @@ TEST(gguf_round_trip, big_tensor_goes_straight_to_the_file) {
     ASSERT_EQ(r->tensors().size(), 3u);
     EXPECT_EQ(std::memcmp(r->tensor_data(*r->find_tensor("big")), big.data(), big.size()), 0);
     EXPECT_EQ(std::memcmp(r->tensor_data(*r->find_tensor("tail")), small.data(), 16), 0);
+}
+
+// A file with metadata and two tensors, for the ways open() can hold its bytes.
+std::string held_file(const std::string& name, std::vector<uint8_t>* big) {
+    const std::string path = temp_dir() + "/" + name;
+    *big = pattern(5u << 20, 11);
+    writer w(path);
+    w.set("general.name", value::make_string("held"));
+    w.add_tensor("big", ggml_type::F32, {static_cast<int64_t>(big->size() / 4)});
+    w.add_tensor("tail", ggml_type::F32, {4});
+    w.write_tensor_data(big->data(), big->size());
+    w.write_tensor_data(big->data(), 16);
+    w.finish();
+    return path;
+}
+
+TEST(gguf_open, without_mmap_the_same_bytes_in_private_memory) {
+    std::vector<uint8_t> big;
+    const std::string path = held_file("private.gguf", &big);
+    const auto mapped = reader::open(path);
+    open_options o;
+    o.mmap = false;
+    uint64_t last = 0, calls = 0;
+    std::string phase;
+    o.on_progress = [&](const char* what, uint64_t done, uint64_t total) {
+        phase = what;
+        EXPECT_GT(done, last);
+        EXPECT_EQ(total, mapped->file_size());
+        last = done;
+        ++calls;
+    };
+    const auto copy = reader::open(path, o);
+    EXPECT_FALSE(mapped->in_private_memory());
+    EXPECT_TRUE(copy->in_private_memory());
+    EXPECT_EQ(phase, "reading");
+    EXPECT_EQ(last, copy->file_size());
+    EXPECT_GE(calls, 1u);
+    ASSERT_EQ(copy->tensors().size(), 2u);
+    EXPECT_EQ(copy->find("general.name")->s, "held");
+    EXPECT_EQ(std::memcmp(copy->tensor_data(*copy->find_tensor("big")), big.data(), big.size()), 0);
+    // The copy does not depend on the file any more.
+    fs::remove(path);
+    EXPECT_EQ(std::memcmp(copy->tensor_data(*copy->find_tensor("tail")), big.data(), 16), 0);
+}
+
+TEST(gguf_open, without_mmap_a_corrupt_file_fails_before_reading) {
+    const std::string path = temp_dir() + "/corrupt-private.gguf";
+    write_file(path, std::vector<uint8_t>{'G', 'G', 'U', 'F', 9, 0, 0, 0});
+    open_options o;
+    o.mmap = false;
+    bool read = false;
+    o.on_progress = [&](const char*, uint64_t, uint64_t) { read = true; };
+    const std::string msg = error_of([&] { reader::open(path, o); });
+    EXPECT_NE(msg.find("unsupported GGUF version 9"), std::string::npos) << msg;
+    EXPECT_FALSE(read);
+}
+
+// Drops CAP_IPC_LOCK from this process (root may lock past any limit with it).
+void drop_ipc_lock() {
+    __user_cap_header_struct head{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    if (::syscall(SYS_capget, &head, data) != 0) return;
+    const unsigned bit = CAP_IPC_LOCK;
+    data[bit / 32].effective &= ~(1u << (bit % 32));
+    data[bit / 32].permitted &= ~(1u << (bit % 32));
+    ::syscall(SYS_capset, &head, data);
+}
+
+TEST(gguf_open, mlock_granted_or_explained) {
+    std::vector<uint8_t> big;
+    const std::string path = held_file("locked.gguf", &big);
+    open_options o;
+    o.mlock = true;
+    const auto r = reader::open(path, o);
+    // Granted here (5 MiB fits the usual limits) or refused with a reason; the bytes are there.
+    EXPECT_NE(r->locked(), !r->lock_warning().empty()) << r->lock_warning();
+    EXPECT_EQ(std::memcmp(r->tensor_data(*r->find_tensor("big")), big.data(), big.size()), 0);
+
+    // In a child without the capability and with a locked-memory limit of zero, the lock is
+    // refused and the reason names the limit; the file stays readable.
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::close(fds[0]);
+        drop_ipc_lock();
+        const rlimit zero{0, 0};
+        ::setrlimit(RLIMIT_MEMLOCK, &zero);
+        std::string out;
+        try {
+            const auto c = reader::open(path, o);
+            out = (c->locked() ? "locked|" : "not locked|") + c->lock_warning() + "|" +
+                  (std::memcmp(c->tensor_data(*c->find_tensor("big")), big.data(), big.size()) == 0
+                       ? "same"
+                       : "different");
+        } catch (const std::exception& e) {
+            out = std::string("threw|") + e.what();
+        }
+        const ssize_t n = ::write(fds[1], out.data(), out.size());
+        ::_exit(n == static_cast<ssize_t>(out.size()) ? 0 : 1);
+    }
+    ::close(fds[1]);
+    std::string got;
+    char buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, n);
+    ::close(fds[0]);
+    int st = 0;
+    ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    EXPECT_EQ(
+        got.rfind("not locked|cannot lock 5.00 MiB in RAM: the locked-memory limit is 0 B", 0), 0u)
+        << got;
+    EXPECT_TRUE(got.ends_with("|same")) << got;
 }
 
 TEST(gguf_round_trip, version_2_reads) {

@@ -340,7 +340,8 @@ void add_model_bench_flags(CLI::App& app, model_bench_args& a) {
         ->check(CLI::Range(0.0f, 1000.0f));
     app.add_option(
         "--read-mb", a.read_mb,
-        "Buffer of the streaming-read bandwidth measurement, MiB (default: max(512, 16 x LLC))");
+        "Buffer of the streaming-read bandwidth measurement, MiB (default: the model's weight "
+        "bytes, within 64 MiB .. 2 GiB)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -410,10 +411,12 @@ int run_model_bench(const model_bench_args& a) {
     std::fprintf(stderr, "bench: %s, %u layers%s, %s of weights, %d threads\n", info.name.c_str(),
                  info.n_layer, rl.has_mtp() ? " + MTP" : "", human_bytes(info.weight_bytes).c_str(),
                  info.n_threads);
-    const read_bandwidth bw = measure_read_bandwidth(info.n_threads, a.read_mb << 20);
+    const read_bandwidth bw = measure_read_bandwidth(
+        info.n_threads, a.read_mb > 0 ? a.read_mb << 20 : probe_bytes_for_model(info.weight_bytes));
     std::fprintf(stderr,
-                 "bench: streaming read %.2f GB/s (median of %d passes over %s, best %.2f)\n",
-                 bw.gbs, bw.passes, human_bytes(bw.bytes).c_str(), bw.best_gbs);
+                 "bench: streaming read %.2f GB/s (median of %d passes over %s%s, best %.2f)\n",
+                 bw.gbs, bw.passes, human_bytes(bw.bytes).c_str(),
+                 a.read_mb > 0 ? "" : ", sized to the model's weights", bw.best_gbs);
     const dot_throughput dot = measure_dot_throughput(info.n_threads);
     std::fprintf(stderr,
                  "bench: dot throughput int8 %.1f GOP/s, f32 FMA %.1f GFLOP/s (median of "
@@ -599,15 +602,17 @@ int run_model_bench(const model_bench_args& a) {
 
     if (!a.svg.empty()) {
         std::vector<throughput_point> pts;
-        for (const frontier_row& r : rows)
-            pts.push_back({static_cast<double>(r.ctx), r.prefill_tps(), r.gen_tps()});
+        for (const frontier_row& r : rows) {
+            pts.push_back({static_cast<double>(r.ctx), r.prefill_tps(), r.gen_tps(),
+                           r.proj.prefill_tps, r.proj.gen_tps});
+        }
         chart_options co;
         co.title = "magnetar bench: " + info.name;
         co.subtitle = strfmt(
             "%u layers, %d threads, %lld generated tokens per frontier, "
             "streaming read %.1f GB/s",
             info.n_layer, info.n_threads, static_cast<long long>(a.gen_tokens), bw.gbs);
-        write_file_text(a.svg, throughput_svg(pts, co));
+        write_file_text(a.svg, throughput_svg(pts, co, projecting ? a.project_layers : 0));
         std::fprintf(stderr, "bench: wrote %s\n", a.svg.c_str());
     }
     return 0;

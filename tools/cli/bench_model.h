@@ -32,7 +32,7 @@ struct model_bench_args {
     uint32_t project_layers = 0;
     std::string project_base;
     uint32_t project_base_layers = 0;
-    uint64_t read_mb = 0;  // 0: max(512 MiB, 16 x LLC)
+    uint64_t read_mb = 0;  // 0: probe_bytes_for_model (the weight bytes, 64 MiB .. 2 GiB)
     // Speculative decoding (>= 2: also time the probe with Session::eval_speculative, up to N
     // tokens a step, against a plain probe without the expert taps).
     std::string mtp;

@@ -10,6 +10,8 @@ namespace {
 
 const char* kLeftColor = "#1f77b4";
 const char* kRightColor = "#d62728";
+const char* kLeftMoreColor = "#74a9cf";
+const char* kRightMoreColor = "#f08080";
 
 std::string xml_escape(const std::string& s) {
     std::string out;
@@ -40,12 +42,16 @@ std::string num(double v) {
     return b;
 }
 
-// Tick label: integers without decimals, "k" for thousands (the context axis).
+// Tick label in the axis's one style: with `thousands` every nonzero label in thousands with
+// the decimals the step needs ("0.5k", "1.0k"), else integers, else the step's decimals.
 std::string tick_label(double v, double step, bool thousands) {
     char b[64];
     if (std::fabs(v) < step * 1e-9) v = 0;  // no "-0"
-    if (thousands && v >= 1000 && std::fmod(v, 1000.0) == 0) {
-        std::snprintf(b, sizeof b, "%gk", v / 1000);
+    if (thousands) {
+        if (v == 0) return "0";
+        const double k = step / 1000;
+        const int digits = k >= 1 ? 0 : std::min(3, static_cast<int>(std::ceil(-std::log10(k))));
+        std::snprintf(b, sizeof b, "%.*fk", digits, v / 1000);
     } else if (step >= 1) {
         std::snprintf(b, sizeof b, "%.0f", v);
     } else {
@@ -107,9 +113,19 @@ double nice_step(double range, int target) {
 
 std::string dual_axis_svg(const dual_axis_chart& c, const chart_options& o) {
     const double W = o.width, H = o.height;
-    const double left = 80, right = 80, top = 95, bottom = 70;
-    const double pw = W - left - right, ph = H - top - bottom;
-    const size_t n = std::min({c.x.size(), c.left.y.size(), c.right.y.size()});
+    const double left = 80, right = 80, bottom = 70;
+    const double pw = W - left - right;
+    // Every series with its axis (false: left) and colour.
+    struct drawn {
+        const chart_series* se;
+        bool right;
+        const char* color;
+    };
+    std::vector<drawn> all = {{&c.left, false, kLeftColor}, {&c.right, true, kRightColor}};
+    for (const chart_series& se : c.left_more) all.push_back({&se, false, kLeftMoreColor});
+    for (const chart_series& se : c.right_more) all.push_back({&se, true, kRightMoreColor});
+    size_t n = c.x.size();
+    for (const drawn& d : all) n = std::min(n, d.se->y.size());
 
     double xmin = 0, xmax = 1, lmin = 0, lmax = 0, rmin = 0, rmax = 0;
     if (n > 0) {
@@ -119,12 +135,30 @@ std::string dual_axis_svg(const dual_axis_chart& c, const chart_options& o) {
         for (size_t i = 0; i < n; ++i) {
             xmin = std::min(xmin, c.x[i]);
             xmax = std::max(xmax, c.x[i]);
-            lmin = std::min(lmin, c.left.y[i]);
-            lmax = std::max(lmax, c.left.y[i]);
-            rmin = std::min(rmin, c.right.y[i]);
-            rmax = std::max(rmax, c.right.y[i]);
+            for (const drawn& d : all) {
+                double& lo = d.right ? rmin : lmin;
+                double& hi = d.right ? rmax : lmax;
+                lo = std::min(lo, d.se->y[i]);
+                hi = std::max(hi, d.se->y[i]);
+            }
         }
     }
+    // Legend rows: entries laid out left to right, wrapped to the chart's width; the further
+    // series start a row of their own.
+    constexpr double kCharW = 7.2, kKeyW = 36, kGap = 24, kRowH = 24;
+    std::vector<std::vector<size_t>> rows(1);
+    std::vector<double> row_w(1, 0);
+    for (size_t i = 0; i < all.size(); ++i) {
+        const double w = kKeyW + kCharW * static_cast<double>(all[i].se->legend.size()) + kGap;
+        if (!rows.back().empty() && (row_w.back() + w > W - 40 || i == 2)) {
+            rows.emplace_back();
+            row_w.push_back(0);
+        }
+        rows.back().push_back(i);
+        row_w.back() += w;
+    }
+    const double top = 95 + kRowH * static_cast<double>(rows.size() - 1);
+    const double ph = H - top - bottom;
     const axis ax = make_axis(xmin, xmax, false);
     const axis al = make_axis(lmin, lmax, c.y_from_zero);
     const axis ar = make_axis(rmin, rmax, c.y_from_zero);
@@ -168,7 +202,8 @@ std::string dual_axis_svg(const dual_axis_chart& c, const chart_options& o) {
         s += "<line x1=\"" + num(X(v)) + "\" y1=\"" + num(top + ph) + "\" x2=\"" + num(X(v)) +
              "\" y2=\"" + num(top + ph + 5) + "\" stroke=\"black\"/>\n";
         s += "<text x=\"" + num(X(v)) + "\" y=\"" + num(top + ph + 20) +
-             "\" text-anchor=\"middle\">" + tick_label(v, ax.step, c.x_thousands) + "</text>\n";
+             "\" text-anchor=\"middle\">" + tick_label(v, ax.step, c.x_thousands && ax.hi >= 1000) +
+             "</text>\n";
     }
     s += "<text x=\"" + num(left + pw / 2) + "\" y=\"" + num(H - 20) +
          "\" text-anchor=\"middle\">" + xml_escape(c.x_label) + "</text>\n";
@@ -214,29 +249,39 @@ std::string dual_axis_svg(const dual_axis_chart& c, const chart_options& o) {
         }
         s += "</g>\n";
     };
-    series(c.left, kLeftColor, YL);
-    series(c.right, kRightColor, YR);
+    for (const drawn& d : all) {
+        if (d.right) {
+            series(*d.se, d.color, YR);
+        } else {
+            series(*d.se, d.color, YL);
+        }
+    }
 
-    // Legend: one row between the title and the plot, so it never covers a point.
-    const double lx = W / 2 - 200, ly = 62;
+    // Legend: rows between the title and the plot, so that it never covers a point.
     s += "<g id=\"legend\">\n";
-    s += "<rect x=\"" + num(lx) + "\" y=\"" + num(ly) +
-         "\" width=\"400\" height=\"24\" fill=\"white\" stroke=\"#999\"/>\n";
-    auto key = [&](const chart_series& se, double x0, const char* color) {
-        s += "<line x1=\"" + num(x0) + "\" y1=\"" + num(ly + 12) + "\" x2=\"" + num(x0 + 30) +
-             "\" y2=\"" + num(ly + 12) + "\" stroke=\"" + color + "\" stroke-width=\"2\"" +
-             (se.dashed ? " stroke-dasharray=\"6 3\"" : "") + "/>\n";
-        s += "<text x=\"" + num(x0 + 36) + "\" y=\"" + num(ly + 16) + "\">" +
-             xml_escape(se.legend) + "</text>\n";
-    };
-    key(c.left, lx + 10, kLeftColor);
-    key(c.right, lx + 205, kRightColor);
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const double ly = 62 + kRowH * static_cast<double>(r);
+        double x0 = W / 2 - row_w[r] / 2;
+        s += "<rect x=\"" + num(x0 - 6) + "\" y=\"" + num(ly) + "\" width=\"" +
+             num(row_w[r] - kGap + 12) + "\" height=\"" + num(kRowH) +
+             "\" fill=\"white\" stroke=\"#999\"/>\n";
+        for (const size_t i : rows[r]) {
+            const chart_series& se = *all[i].se;
+            s += "<line x1=\"" + num(x0) + "\" y1=\"" + num(ly + 12) + "\" x2=\"" + num(x0 + 30) +
+                 "\" y2=\"" + num(ly + 12) + "\" stroke=\"" + all[i].color +
+                 "\" stroke-width=\"2\"" + (se.dashed ? " stroke-dasharray=\"6 3\"" : "") + "/>\n";
+            s += "<text x=\"" + num(x0 + kKeyW) + "\" y=\"" + num(ly + 16) + "\">" +
+                 xml_escape(se.legend) + "</text>\n";
+            x0 += kKeyW + kCharW * static_cast<double>(se.legend.size()) + kGap;
+        }
+    }
     s += "</g>\n";
     s += "</svg>\n";
     return s;
 }
 
-std::string throughput_svg(const std::vector<throughput_point>& points, const chart_options& o) {
+std::string throughput_svg(const std::vector<throughput_point>& points, const chart_options& o,
+                           unsigned projected_layers) {
     dual_axis_chart c;
     c.x_label = "context (tokens)";
     c.x_tooltip = "tokens";
@@ -244,10 +289,20 @@ std::string throughput_svg(const std::vector<throughput_point>& points, const ch
     c.left = {{}, "prefill (tokens/s)", "prefill t/s (left axis)", "t/s", "prefill", false};
     c.right = {{},  "generation (tokens/s)", "generation t/s (right axis)", "t/s", "generation",
                true};
+    if (projected_layers > 0) {
+        const std::string at = ", " + std::to_string(projected_layers) + " layers (projected)";
+        c.left_more.push_back({{}, "", "prefill t/s" + at, "t/s", "prefill-projected", true});
+        c.right_more.push_back(
+            {{}, "", "generation t/s" + at, "t/s", "generation-projected", true});
+    }
     for (const throughput_point& p : points) {
         c.x.push_back(p.ctx);
         c.left.y.push_back(p.prefill_tps);
         c.right.y.push_back(p.gen_tps);
+        if (projected_layers > 0) {
+            c.left_more[0].y.push_back(p.proj_prefill_tps);
+            c.right_more[0].y.push_back(p.proj_gen_tps);
+        }
     }
     return dual_axis_svg(c, o);
 }

@@ -34,20 +34,28 @@ struct dual_axis_chart {
     bool x_thousands = false;  // tick labels 1000 -> "1k"
     bool y_from_zero = true;   // both y axes start at 0 (else at the data minimum)
     chart_series left, right;  // left and right y axes
+    // Further series on the same axes (lighter shades of the axis colour), e.g. projections.
+    std::vector<chart_series> left_more, right_more;
 };
 
-// The chart: ticks, labels, a grid following the left axis, markers joined by lines, a tooltip
-// per point and a legend row between the title and the plot.
+// The chart: ticks (one style per axis: with x_thousands every label of an axis reaching 1000
+// is in thousands, "0.5k", "1.0k", "1.5k"), labels, a grid following the left axis, markers
+// joined by lines, a tooltip per point naming its series, and legend rows between the title
+// and the plot.
 std::string dual_axis_svg(const dual_axis_chart& c, const chart_options& o);
 
 struct throughput_point {
-    double ctx = 0;          // context frontier, tokens
-    double prefill_tps = 0;  // prefill of the interval before the frontier
-    double gen_tps = 0;      // generation at the frontier
+    double ctx = 0;               // context frontier, tokens
+    double prefill_tps = 0;       // prefill of the interval before the frontier
+    double gen_tps = 0;           // generation at the frontier
+    double proj_prefill_tps = 0;  // projected to projected_layers (when that is > 0)
+    double proj_gen_tps = 0;
 };
 
-// Prefill t/s (left axis) and generation t/s (right axis) over the context axis.
-std::string throughput_svg(const std::vector<throughput_point>& points, const chart_options& o);
+// Prefill t/s (left axis) and generation t/s (right axis) over the context axis; with
+// projected_layers > 0 also the two rates projected to a model of that many layers.
+std::string throughput_svg(const std::vector<throughput_point>& points, const chart_options& o,
+                           unsigned projected_layers = 0);
 
 // Round tick step for a range: 1, 2 or 5 times a power of ten, giving about `target` ticks.
 double nice_step(double range, int target);

@@ -171,6 +171,17 @@ std::string friendly_parse_error(const CLI::App& app, const CLI::ParseError& e) 
         std::vector<std::string> words;
         for (std::string w; in >> w;) words.push_back(w);
         std::reverse(words.begin(), words.end());
+        for (const std::string& w : words) {
+            const std::string name = w.substr(0, w.find('='));
+            if (name == "--grammar" || name == "--grammar-file" || name == "--json-schema" ||
+                name == "--json-schema-file") {
+                return who + ": " + name +
+                       ": constrained output (grammars, JSON schemas) is not offered: sampling "
+                       "is never restricted to a grammar. For structured replies, `magnetar "
+                       "serve` takes response_format (a schema rendered in the model's own "
+                       "prompt format) and tools (DSML tool calls); see docs/cli.md";
+            }
+        }
         std::string list;
         std::string hint;
         for (const std::string& w : words) {

@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "cli/generation.h"
+#include "cli/log.h"
 #include "cli/run_diagnostics.h"
 #include "cli/token_file.h"
 #include "cli/tokenizer_source.h"
@@ -77,12 +78,11 @@ int run_tokens(const args& a) {
     const double pre_s = std::chrono::duration<double>(t1 - t0).count();
     const double dec_s = std::chrono::duration<double>(t2 - t1).count();
     const int64_t decoded = produced > 0 ? produced - 1 : 0;
-    std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.2f t/s)\n", prompt.size(), pre_s,
-                 pre_s > 0 ? static_cast<double>(prompt.size()) / pre_s : 0.0);
-    std::fprintf(stderr, "decode:  %lld tokens in %.3f s (%.2f t/s)\n",
-                 static_cast<long long>(decoded), dec_s,
-                 dec_s > 0 ? static_cast<double>(decoded) / dec_s : 0.0);
-    std::fprintf(stderr, "threads: %d\n", engine->info().n_threads);
+    note("prefill: %zu tokens in %.3f s (%.2f t/s)\n", prompt.size(), pre_s,
+         pre_s > 0 ? static_cast<double>(prompt.size()) / pre_s : 0.0);
+    note("decode:  %lld tokens in %.3f s (%.2f t/s)\n", static_cast<long long>(decoded), dec_s,
+         dec_s > 0 ? static_cast<double>(decoded) / dec_s : 0.0);
+    note("threads: %d\n", engine->info().n_threads);
     return 0;
 }
 
@@ -171,9 +171,9 @@ int run_text(const args& a) {
         f << logprobs_json(*engine, static_cast<int64_t>(prompt.size()), a.f.n_ctx,
                            a.logprobs_top_k, steps);
         if (!f) throw std::runtime_error(a.dump_logprobs + ": cannot write");
-        std::fprintf(stderr, "wrote %zu steps to %s\n", steps.size(), a.dump_logprobs.c_str());
+        note("wrote %zu steps to %s\n", steps.size(), a.dump_logprobs.c_str());
     }
-    if (g.cancelled) std::fprintf(stderr, "interrupted\n");
+    if (g.cancelled) note("interrupted\n");
     print_timing(g);
     return g.cancelled ? 130 : 0;
 }
@@ -241,7 +241,9 @@ action setup(CLI::App& sub) {
         ->check(CLI::ExistingFile);
     sub.footer(
         "Streams the reply on stdout (thinking dimmed on a terminal) and prints \"prefill: X "
-        "t/s, generation: Y t/s\" on stderr. See docs/cli.md.");
+        "t/s, generation: Y t/s\" on stderr. There is no --grammar / --json-schema: sampling "
+        "is never constrained (serve's response_format and tools give structured replies). See "
+        "docs/cli.md.");
     return [a]() { return run(*a); };
 }
 

@@ -17,6 +17,7 @@
 #include "cli/common.h"
 #include "cli/engine_flags.h"
 #include "cli/generation.h"
+#include "cli/log.h"
 #include "magnetar/engine.h"
 #include "server/server.h"
 
@@ -140,6 +141,7 @@ int serve(args& a) {
     check_mtp_flags(a.engine, engine->info());
     a.srv.mtp_draft = a.engine.mtp_draft;
     a.srv.mtp_margin = a.engine.mtp_margin;
+    a.srv.disk.log = log_notes();
 
     server::server srv(*engine, a.srv);
     if (!srv.start()) {
@@ -150,9 +152,8 @@ int serve(args& a) {
         std::lock_guard<std::mutex> lk(watch->mu);
         watch->listening = true;
     }
-    std::fprintf(stderr, "magnetar serve: %s on http://%s:%d (context %lld tokens)\n",
-                 eo.model_path.c_str(), a.srv.host.c_str(), srv.port(),
-                 static_cast<long long>(a.srv.n_ctx));
+    note("magnetar serve: %s on http://%s:%d (context %lld tokens)\n", eo.model_path.c_str(),
+         a.srv.host.c_str(), srv.port(), static_cast<long long>(a.srv.n_ctx));
     std::printf("listening on port %d\n", srv.port());
     std::fflush(stdout);
     int sig = 0;
@@ -161,7 +162,7 @@ int serve(args& a) {
         watch->cv.wait(lk, [&] { return watch->sig != 0; });
         sig = watch->sig;
     }
-    std::fprintf(stderr, "magnetar serve: signal %d, stopping\n", sig);
+    note("magnetar serve: signal %d, stopping\n", sig);
     srv.stop();
     return 0;
 }
@@ -174,6 +175,7 @@ action setup(CLI::App& sub) {
     add_engine_flags(sub, a->engine);
     add_mtp_flags(sub, a->engine);
     add_steering_flags(sub, a->engine);
+    add_log_flags(sub);
     sub.add_option("-c,--ctx,--ctx-size", a->srv.n_ctx, "Context size of the live session (tokens)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));

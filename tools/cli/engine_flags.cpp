@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "cli/log.h"
 #include "core/format.h"
 
 namespace magnetar::cli {
@@ -19,6 +20,12 @@ void add_backend_flags(CLI::App& sub, engine_flags& f) {
                    "(also -ngl) 0 runs on the CPU, N > 0 on the GPU (the whole model: "
                    "there is no partial offload)")
         ->check(CLI::Range(0, 100000));
+    sub.add_flag("--no-mmap", f.no_mmap,
+                 "Read the whole model file into memory at load instead of mapping it (slower "
+                 "start; no page faults on the file afterwards)");
+    sub.add_flag("--mlock", f.mlock,
+                 "Lock the weights in RAM so that they are never paged out (a refused lock is "
+                 "a warning; see `ulimit -l`)");
 }
 
 void add_pipeline_flags(CLI::App& sub, engine_flags& f) {
@@ -123,6 +130,9 @@ void apply_engine_flags(const engine_flags& f, engine_options& eo) {
         eo.backend = env && *env ? env : "cpu";
     }
     eo.device = f.device;
+    eo.use_mmap = !f.no_mmap;
+    eo.use_mlock = f.mlock;
+    eo.quiet = !log_notes();
     eo.pipeline_layers = f.layers;
     eo.pipeline_f32 = f.f32;
     eo.pipeline_chunk = f.chunk;
@@ -134,23 +144,38 @@ void apply_engine_flags(const engine_flags& f, engine_options& eo) {
 }
 
 void report_engine(const model_info& info) {
-    if (info.backend != "cpu") {
-        std::fprintf(stderr, "magnetar: backend %s: %s, %s of weights copied in %.1f s",
-                     info.backend.c_str(), info.device.c_str(),
-                     human_bytes(info.device_weight_bytes).c_str(), info.weight_upload_seconds);
-        if (info.weight_upload_seconds > 0) {
-            std::fprintf(
-                stderr, " (%.1f GB/s)",
-                static_cast<double>(info.device_weight_bytes) / info.weight_upload_seconds / 1e9);
-        }
-        std::fprintf(stderr, "\n");
+    detail(
+        "magnetar: model %s: %s (%s), %u layers, width %u, vocabulary %u, trained context "
+        "%llu, %s of weights\n",
+        info.path.c_str(), info.name.empty() ? "(unnamed)" : info.name.c_str(), info.arch.c_str(),
+        info.n_layer, info.n_embd, info.n_vocab, static_cast<unsigned long long>(info.n_ctx_train),
+        human_bytes(info.weight_bytes).c_str());
+    detail("magnetar: weights %s%s; %s%s\n",
+           info.weights_mapped ? "mapped from the file" : "read into memory",
+           info.weights_locked ? ", locked in RAM" : "",
+           info.has_mtp      ? "MTP block"
+           : info.has_dspark ? "DSpark stages"
+                             : "no draft block",
+           info.has_tokenizer ? ", tokenizer" : ", no tokenizer");
+    detail("magnetar: backend %s\n", info.device.c_str());
+    if (!info.lock_warning.empty()) {
+        note("magnetar: warning: --mlock: %s; the weights stay loaded but may be paged out\n",
+             info.lock_warning.c_str());
     }
-    if (info.n_stages > 1)
-        std::fprintf(stderr, "magnetar: pipeline of %s\n", info.pipeline.c_str());
+    if (info.backend != "cpu") {
+        note("magnetar: backend %s: %s, %s of weights copied in %.1f s", info.backend.c_str(),
+             info.device.c_str(), human_bytes(info.device_weight_bytes).c_str(),
+             info.weight_upload_seconds);
+        if (info.weight_upload_seconds > 0) {
+            note(" (%.1f GB/s)",
+                 static_cast<double>(info.device_weight_bytes) / info.weight_upload_seconds / 1e9);
+        }
+        note("\n");
+    }
+    if (info.n_stages > 1) note("magnetar: pipeline of %s\n", info.pipeline.c_str());
     if (!info.steering_file.empty()) {
-        std::fprintf(stderr, "magnetar: steering %s; scales ffn %g, attn %g\n",
-                     info.steering.c_str(), static_cast<double>(info.steering_ffn),
-                     static_cast<double>(info.steering_attn));
+        note("magnetar: steering %s; scales ffn %g, attn %g\n", info.steering.c_str(),
+             static_cast<double>(info.steering_ffn), static_cast<double>(info.steering_attn));
     }
 }
 

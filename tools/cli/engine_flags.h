@@ -16,6 +16,8 @@ struct engine_flags {
     std::string backend;  // empty: MAGNETAR_BACKEND, else "cpu"
     int device = 0;
     int n_gpu_layers = -1;  // -ngl: 0 the CPU, > 0 the GPU (the whole model); -1 not given
+    bool no_mmap = false;   // read the file into private memory instead of mapping it
+    bool mlock = false;     // lock the weights in RAM
     std::string layers = "auto";
     bool f32 = false;
     int64_t chunk = 64;
@@ -30,7 +32,7 @@ struct engine_flags {
     float steer_attn = 0.0f;
 };
 
-// --backend, --device, -ngl / --n-gpu-layers.
+// --backend, --device, -ngl / --n-gpu-layers, --no-mmap, --mlock.
 void add_backend_flags(CLI::App& sub, engine_flags& f);
 // --layers, --wire-f32, --pipeline-chunk.
 void add_pipeline_flags(CLI::App& sub, engine_flags& f);
@@ -45,10 +47,11 @@ void add_steering_flags(CLI::App& sub, engine_flags& f);
 // Backend and pipeline flags.
 void add_engine_flags(CLI::App& sub, engine_flags& f);
 // Throws std::runtime_error for -ngl N > 0 when no GPU backend can run here (one line saying
-// why) and for -ngl that contradicts --backend.
+// why) and for -ngl that contradicts --backend. Progress bars follow --log-disable.
 void apply_engine_flags(const engine_flags& f, engine_options& eo);
-// Prints the backend (when it is not the CPU), the stage split (when pipelined) and the
-// steering file with its scales (when one is loaded) to stderr.
+// Prints the backend (when it is not the CPU), the stage split (when pipelined), the steering
+// file with its scales (when one is loaded) and a refused --mlock to stderr as notes, and with
+// --verbose the model, how its file is held and the threads.
 void report_engine(const model_info& info);
 
 }  // namespace magnetar::cli

@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "cli/common.h"
+#include "cli/log.h"
 #include "core/progress.h"
 #include "model/hparams.h"
 
@@ -138,6 +139,7 @@ void add_common_flags(CLI::App& sub, common_flags& f) {
     add_engine_flags(sub, f.engine);
     add_mtp_flags(sub, f.engine);
     add_steering_flags(sub, f.engine);
+    add_log_flags(sub);
     f.n_opt = sub.add_option("-n,--n-predict", f.n_predict,
                              "Most tokens to generate; -1: until EOS or the context is full "
                              "(always capped at the free context - 1)")
@@ -198,10 +200,10 @@ std::unique_ptr<Engine> load_engine(const common_flags& f, bool need_tokenizer) 
     if (f.ctx_opt && f.ctx_opt->count() > 0 && trained > 0 &&
         static_cast<uint64_t>(f.n_ctx) > trained &&
         static_cast<uint64_t>(f.n_ctx) <= hparam_limits::kMaxContext) {
-        std::fprintf(stderr,
-                     "magnetar: warning: --ctx %lld is above the %llu tokens the model was "
-                     "trained for; positions past that are extrapolated\n",
-                     static_cast<long long>(f.n_ctx), static_cast<unsigned long long>(trained));
+        note(
+            "magnetar: warning: --ctx %lld is above the %llu tokens the model was trained for; "
+            "positions past that are extrapolated\n",
+            static_cast<long long>(f.n_ctx), static_cast<unsigned long long>(trained));
     }
     if (need_tokenizer && !engine->info().has_tokenizer) {
         throw std::runtime_error(eo.model_path + ": the model has no tokenizer (tokenizer.ggml.*)");
@@ -217,10 +219,8 @@ bool mtp_probe(const common_flags& f, const Engine& engine) {
 think_mode effective_mode(think_mode requested, int64_t n_ctx, bool warn) {
     if (requested == think_mode::max && n_ctx < kThinkMaxMinCtx) {
         if (warn) {
-            std::fprintf(stderr,
-                         "magnetar: warning: Think Max needs --ctx >= %lld; using normal "
-                         "thinking\n",
-                         static_cast<long long>(kThinkMaxMinCtx));
+            note("magnetar: warning: Think Max needs --ctx >= %lld; using normal thinking\n",
+                 static_cast<long long>(kThinkMaxMinCtx));
         }
         return think_mode::on;
     }
@@ -412,6 +412,40 @@ void stop_filter::finish() {
     raw_.clear();
 }
 
+namespace {
+
+// --verbose: the session and sampling settings this reply runs with.
+void report_settings(const generation& g, int64_t n_ctx, int64_t n_prompt, int64_t reused,
+                     int64_t n_gen) {
+    if (!log_details()) return;
+    detail(
+        "magnetar: session: context %lld tokens, prompt %lld tokens (%lld reused from the "
+        "cache), at most %lld to generate%s\n",
+        static_cast<long long>(n_ctx), static_cast<long long>(n_prompt),
+        static_cast<long long>(reused), static_cast<long long>(n_gen),
+        g.stop_at_eos ? "" : " (past the end-of-sequence token)");
+    const sampling_params& p = g.sampling;
+    if (p.temperature <= 0) {
+        detail("magnetar: sampling: greedy");
+    } else {
+        detail("magnetar: sampling: temperature %g, top-k %d, top-p %g, min-p %g, seed %llu",
+               static_cast<double>(p.temperature), p.top_k, static_cast<double>(p.top_p),
+               static_cast<double>(p.min_p), static_cast<unsigned long long>(g.seed));
+    }
+    if (has_penalties(p)) {
+        const std::string window = p.penalty_last_n < 0
+                                       ? std::string("every generated token")
+                                       : "the last " + std::to_string(p.penalty_last_n) + " tokens";
+        detail("; penalties: repeat %g, presence %g, frequency %g over %s",
+               static_cast<double>(p.repeat_penalty), static_cast<double>(p.presence_penalty),
+               static_cast<double>(p.frequency_penalty), window.c_str());
+    }
+    for (const std::string& stop : g.stops) detail("; stop \"%s\"", stop.c_str());
+    detail("\n");
+}
+
+}  // namespace
+
 status run_generation(Session& s, std::span<const int32_t> prompt, generation& g) {
     using clock = std::chrono::steady_clock;
     g.tokens.clear();
@@ -432,7 +466,7 @@ status run_generation(Session& s, std::span<const int32_t> prompt, generation& g
     std::unique_ptr<Progress> bar;
     eval_options eo;
     eo.cancel = [] { return interrupted(); };
-    if (g.progress && n_prompt - start >= 64) {
+    if (g.progress && log_notes() && n_prompt - start >= 64) {
         bar = std::make_unique<Progress>("prefill", static_cast<uint64_t>(n_prompt - start),
                                          Progress::Unit::tokens);
         eo.progress = [&bar, start](int64_t done, int64_t) {
@@ -456,6 +490,7 @@ status run_generation(Session& s, std::span<const int32_t> prompt, generation& g
     const int64_t n_gen = std::min<int64_t>(g.n_predict, n_ctx - n_prompt - 1);
     sampler smp(g.sampling, s.n_vocab());
     g.seed = smp.seed();
+    report_settings(g, n_ctx, n_prompt, start, n_gen);
     g.spec = {};
     // Every chosen token enters the sampler's history (the penalties' window); a chooser's
     // tokens are exactly the step's kept drafts and its `next`, in order.
@@ -541,17 +576,14 @@ status run_generation(Session& s, std::span<const int32_t> prompt, generation& g
 void print_timing(const generation& g) {
     const double pre = g.prefill_s > 0 ? static_cast<double>(g.prefilled) / g.prefill_s : 0.0;
     const double gen = g.decode_s > 0 ? static_cast<double>(g.tokens.size()) / g.decode_s : 0.0;
-    std::fprintf(stderr,
-                 "prefill: %.2f t/s, generation: %.2f t/s (%lld prefilled, %zu generated)\n", pre,
-                 gen, static_cast<long long>(g.prefilled), g.tokens.size());
+    note("prefill: %.2f t/s, generation: %.2f t/s (%lld prefilled, %zu generated)\n", pre, gen,
+         static_cast<long long>(g.prefilled), g.tokens.size());
     if (g.sampling.temperature > 0 && !g.tokens.empty()) {
-        std::fprintf(stderr, "seed: %llu (--seed %llu repeats this reply)\n",
-                     static_cast<unsigned long long>(g.seed),
-                     static_cast<unsigned long long>(g.seed));
+        note("seed: %llu (--seed %llu repeats this reply)\n",
+             static_cast<unsigned long long>(g.seed), static_cast<unsigned long long>(g.seed));
     }
     if (g.spec.steps > 0) {
-        std::fprintf(
-            stderr,
+        note(
             "mtp: %lld of %lld drafts kept (%.1f %%), %.2f tokens per verify step, "
             "%lld replays\n",
             static_cast<long long>(g.spec.kept), static_cast<long long>(g.spec.drafted),
@@ -560,10 +592,9 @@ void print_timing(const generation& g) {
             static_cast<double>(g.spec.steps + g.spec.kept) / static_cast<double>(g.spec.steps),
             static_cast<long long>(g.spec.replays));
     } else if (g.spec.probed > 0) {
-        std::fprintf(
-            stderr, "mtp: %lld of %lld drafts matched the next token (%.1f %%)\n",
-            static_cast<long long>(g.spec.matched), static_cast<long long>(g.spec.probed),
-            100.0 * static_cast<double>(g.spec.matched) / static_cast<double>(g.spec.probed));
+        note("mtp: %lld of %lld drafts matched the next token (%.1f %%)\n",
+             static_cast<long long>(g.spec.matched), static_cast<long long>(g.spec.probed),
+             100.0 * static_cast<double>(g.spec.matched) / static_cast<double>(g.spec.probed));
     }
     std::fflush(stderr);
 }

@@ -1,7 +1,5 @@
 #include "cli/read_bandwidth.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -27,21 +25,11 @@ constexpr size_t kSlice = size_t{1} << 20;  // work unit of one thread
 
 }  // namespace
 
-uint64_t last_level_cache_bytes() {
-    long l3 = -1;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-    if (l3 <= 0) {
-#ifdef _SC_LEVEL2_CACHE_SIZE
-        l3 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    }
-    return l3 > 0 ? static_cast<uint64_t>(l3) : uint64_t{32} << 20;
+uint64_t probe_bytes_for_model(uint64_t weight_bytes) {
+    return std::clamp<uint64_t>(weight_bytes, uint64_t{64} << 20, uint64_t{2} << 30);
 }
 
 read_bandwidth measure_read_bandwidth(int threads, uint64_t bytes, int passes) {
-    if (bytes == 0) bytes = std::max<uint64_t>(uint64_t{512} << 20, 16 * last_level_cache_bytes());
     bytes = std::max<uint64_t>(kSlice, bytes / kSlice * kSlice);
     threads = std::max(1, threads);
     passes = std::max(1, passes);

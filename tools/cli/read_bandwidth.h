@@ -20,11 +20,14 @@ struct read_bandwidth {
     int threads = 0;
 };
 
-// Bytes of the last-level cache (sysconf), 32 MiB when unknown.
-uint64_t last_level_cache_bytes();
+// The probe buffer for a model of `weight_bytes`: the bytes its decode streams, within
+// [64 MiB, 2 GiB] (a tiny model's probe still leaves the core caches; a large model's stays
+// short). The LLC that sysconf reports is the whole socket's, often far more than the cores of
+// a shared machine reach, so it does not size the probe.
+uint64_t probe_bytes_for_model(uint64_t weight_bytes);
 
-// Reads a buffer of `bytes` (0: max(512 MiB, 16 x LLC)) `passes` times with `threads` threads
-// after one untimed warm-up pass.
-read_bandwidth measure_read_bandwidth(int threads, uint64_t bytes = 0, int passes = 5);
+// Reads a buffer of `bytes` `passes` times with `threads` threads after one untimed warm-up
+// pass.
+read_bandwidth measure_read_bandwidth(int threads, uint64_t bytes, int passes = 5);
 
 }  // namespace magnetar::cli

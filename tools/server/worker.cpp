@@ -94,8 +94,10 @@ worker::worker(const Engine& engine, const worker_options& opts)
             }
             id.fingerprint ^= h;
         }
-        disk_ = std::make_unique<kvstore::store>(
-            ko, id, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+        std::function<void(const std::string&)> log;
+        if (opts_.disk.log)
+            log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+        disk_ = std::make_unique<kvstore::store>(ko, id, log);
     }
     thread_ = std::thread([this] { loop(); });
 }

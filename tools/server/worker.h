@@ -132,6 +132,7 @@ struct disk_cache_options {
     int64_t boundary_trim = 32;           // --kv-cache-boundary-trim-tokens
     int64_t boundary_align = 2048;        // --kv-cache-boundary-align-tokens (0: off)
     bool reject_different_quant = false;  // --kv-cache-reject-different-quant
+    bool log = true;                      // the store's notes on stderr (saves, loads, evictions)
 };
 
 // Length of a cold save for an n-token prompt (protocol §6.6 store_len).
