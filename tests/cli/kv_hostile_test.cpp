@@ -2,7 +2,8 @@
 // limits: a FIFO named like an entry (never a hang), another model's entries (marked, not
 // invalid), a file-size limit hit by a save (the request is still answered; no SIGXFSZ death,
 // no temp file left), SIGTERM while the server is still starting; and the binary's own flags that
-// reach every request: --log-disable, and the sampling defaults (--temp, the penalties).
+// reach every request: --log-disable, and the sampling defaults (--temp, the penalties); a port
+// already in use refused; the request log.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -372,6 +374,91 @@ TEST(ServeFlagsBinary, SamplingFlagsAreTheRequestDefaults) {
               penalised);
     // --temp 0 is greedy whatever seed a request names.
     EXPECT_EQ(answer({"--temp", "0"}, {{"seed", 7}}), greedy);
+}
+
+// A second server on a port in use fails at once with the reason (it used to start and take part
+// of the first one's connections through SO_REUSEPORT); the first one keeps serving.
+TEST(ServeFlagsBinary, PortInUseIsRefused) {
+    scratch_dir dir("port");
+    child first({"serve", "-m", cli_tiny_model(), "-t", "1", "--port", "0", "-c", "256"},
+                dir.path + "-first");
+    ASSERT_GT(first.pid, 0);
+    ASSERT_TRUE(first.read_until("listening on port", 60)) << first.err();
+    const int port = port_of(first.out_text);
+    child second(
+        {"serve", "-m", cli_tiny_model(), "-t", "1", "--port", std::to_string(port), "-c", "256"},
+        dir.path + "-second");
+    ASSERT_GT(second.pid, 0);
+    EXPECT_EQ(second.wait(60), 1) << second.err();
+    EXPECT_EQ(second.out_text.find("listening"), std::string::npos) << second.out_text;
+    EXPECT_NE(
+        second.err().find("magnetar: error: cannot listen on 127.0.0.1:" + std::to_string(port) +
+                          ": Address already in use (another server listens on that "
+                          "port?)\n"),
+        std::string::npos)
+        << second.err();
+    const nlohmann::json body = {{"prompt", "hi"}, {"max_tokens", 2}, {"temperature", 0}};
+    EXPECT_EQ(http_post(port, "/v1/completions", body.dump(), nullptr), 200);
+    ASSERT_EQ(::kill(first.pid, SIGTERM), 0);
+    EXPECT_EQ(first.wait(60), 0) << first.err();
+    fs::remove(dir.path + "-first");
+    fs::remove(dir.path + "-second");
+}
+
+// serve's request log: one line per request on stderr with the method, path, status, client,
+// the generation's tokens, time to first token, total time and finish reason; JSON objects with
+// --log-format json; /health left out unless --verbose.
+TEST(ServeFlagsBinary, RequestLogLines) {
+    const nlohmann::json good = {{"prompt", "hi"}, {"max_tokens", 3}, {"temperature", 0}};
+    const nlohmann::json bad = {{"prompt", 3}};
+    auto serve_and_log = [&](const std::vector<std::string>& flags) {
+        scratch_dir dir("reqlog");
+        std::vector<std::string> args = {"serve", "-m", cli_tiny_model(), "-t", "1", "--port", "0",
+                                         "-c",    "256"};
+        args.insert(args.end(), flags.begin(), flags.end());
+        child c(args, dir.path + "-stderr");
+        std::vector<std::string> lines;
+        if (c.pid <= 0 || !c.read_until("listening on port", 60)) return lines;
+        const int port = port_of(c.out_text);
+        EXPECT_EQ(http_post(port, "/v1/completions", good.dump(), nullptr), 200);
+        EXPECT_EQ(http_post(port, "/v1/completions", bad.dump(), nullptr), 400);
+        http_post(port, "/health", "{}", nullptr);
+        ::kill(c.pid, SIGTERM);
+        EXPECT_EQ(c.wait(60), 0) << c.err();
+        std::istringstream in(c.err());
+        for (std::string line; std::getline(in, line);) {
+            // The request log's lines (the other notes start with "magnetar").
+            if (line.rfind("serve: ", 0) == 0 || line.rfind('{', 0) == 0) lines.push_back(line);
+        }
+        fs::remove(dir.path + "-stderr");
+        return lines;
+    };
+    const std::vector<std::string> js = serve_and_log({"--log-format", "json"});
+    ASSERT_EQ(js.size(), 2u) << ::testing::PrintToString(js);
+    const nlohmann::json a = nlohmann::json::parse(js[0]), b = nlohmann::json::parse(js[1]);
+    EXPECT_EQ(a["method"], "POST");
+    EXPECT_EQ(a["path"], "/v1/completions");
+    EXPECT_EQ(a["status"], 200);
+    EXPECT_EQ(a["client"].get<std::string>().rfind("127.0.0.1:", 0), 0u) << a;
+    EXPECT_GT(a["prompt_tokens"].get<int>(), 0);
+    EXPECT_EQ(a["cached_tokens"], 0);
+    EXPECT_EQ(a["generated_tokens"], 3);
+    EXPECT_EQ(a["finish"], "length");
+    EXPECT_GT(a["ttft_s"].get<double>(), 0.0);
+    EXPECT_LE(a["ttft_s"].get<double>(), a["total_s"].get<double>());
+    EXPECT_EQ(b["status"], 400);
+    EXPECT_FALSE(b.contains("prompt_tokens")) << b;
+
+    const std::vector<std::string> text = serve_and_log({"--verbose"});
+    ASSERT_EQ(text.size(), 3u) << ::testing::PrintToString(text);
+    EXPECT_TRUE(std::regex_match(text[0], std::regex(R"(serve: POST /v1/completions 200 )"
+                                                     R"(127\.0\.0\.1:\d+ prompt \d+ cached 0 )"
+                                                     R"(generated 3 ttft [0-9.]+ s total )"
+                                                     R"([0-9.]+ s length)")))
+        << text[0];
+    EXPECT_EQ(text[1].rfind("serve: POST /v1/completions 400 ", 0), 0u) << text[1];
+    EXPECT_EQ(text[2].rfind("serve: POST /health ", 0), 0u) << text[2];
+    EXPECT_TRUE(serve_and_log({"--log-disable"}).empty());
 }
 
 // Whether the main thread of `pid` has SIGTERM blocked (serve's first step).

@@ -34,6 +34,7 @@ struct args {
     double body_timeout_s = 60;
     engine_flags engine;
     CLI::Option* api_key_opt = nullptr;
+    std::string log_format = "text";  // --log-format
 };
 
 // Flag values the server cannot run with, refused before the model loads.
@@ -142,12 +143,12 @@ int serve(args& a) {
     a.srv.mtp_draft = a.engine.mtp_draft;
     a.srv.mtp_margin = a.engine.mtp_margin;
     a.srv.disk.log = log_notes();
+    a.srv.request_log = log_notes();
+    a.srv.log_all = log_details();
+    a.srv.log_json = a.log_format == "json";
 
     server::server srv(*engine, a.srv);
-    if (!srv.start()) {
-        throw std::runtime_error("cannot listen on " + a.srv.host + ":" +
-                                 std::to_string(a.srv.port));
-    }
+    if (!srv.start()) throw std::runtime_error(srv.start_error());
     {
         std::lock_guard<std::mutex> lk(watch->mu);
         watch->listening = true;
@@ -176,6 +177,11 @@ action setup(CLI::App& sub) {
     add_mtp_flags(sub, a->engine);
     add_steering_flags(sub, a->engine);
     add_log_flags(sub);
+    sub.add_option("--log-format", a->log_format,
+                   "Request log on stderr, one line per request: text or json (an object per "
+                   "line); --log-disable turns it off, --verbose adds /health and /metrics")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"text", "json"}));
     sub.add_option("-c,--ctx,--ctx-size", a->srv.n_ctx, "Context size of the live session (tokens)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));

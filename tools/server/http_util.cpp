@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "chat/tool_id.h"
@@ -317,6 +318,72 @@ api_error failure_error(const gen_result& r, const char* param) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// Request log
+// ---------------------------------------------------------------------------------------------
+
+request_trace& current_trace() {
+    thread_local request_trace t;
+    return t;
+}
+
+namespace {
+
+void trace_result(const gen_result& r) {
+    request_trace& t = current_trace();
+    t.generated = true;
+    t.usage = r.usage;
+    t.first_token_s = r.first_token_s;
+    t.finish = r.finish;
+}
+
+}  // namespace
+
+std::string request_log_line(const httplib::Request& req, const httplib::Response& res,
+                             const request_trace& t, bool json_line) {
+    const bool timed = t.start != std::chrono::steady_clock::time_point{};
+    const double total =
+        timed ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t.start).count()
+              : -1;
+    const std::string client = req.remote_addr + ":" + std::to_string(req.remote_port);
+    if (json_line) {
+        json j = json::object();
+        j["method"] = req.method;
+        j["path"] = req.path;
+        j["status"] = res.status;
+        j["client"] = client;
+        if (t.generated) {
+            j["prompt_tokens"] = t.usage.prompt_tokens;
+            j["cached_tokens"] = t.usage.cached_tokens;
+            j["generated_tokens"] = t.usage.completion_tokens;
+            j["ttft_s"] = t.first_token_s >= 0 ? json(t.first_token_s) : json(nullptr);
+            j["finish"] = finish_reason_name(t.finish);
+        }
+        j["total_s"] = timed ? json(total) : json(nullptr);
+        return j.dump();
+    }
+    std::string line =
+        "serve: " + req.method + " " + req.path + " " + std::to_string(res.status) + " " + client;
+    char buf[160];
+    if (t.generated) {
+        std::snprintf(buf, sizeof buf, " prompt %lld cached %lld generated %lld",
+                      static_cast<long long>(t.usage.prompt_tokens),
+                      static_cast<long long>(t.usage.cached_tokens),
+                      static_cast<long long>(t.usage.completion_tokens));
+        line += buf;
+        if (t.first_token_s >= 0) {
+            std::snprintf(buf, sizeof buf, " ttft %.3f s", t.first_token_s);
+            line += buf;
+        }
+    }
+    if (timed) {
+        std::snprintf(buf, sizeof buf, " total %.3f s", total);
+        line += buf;
+    }
+    if (t.generated) line += std::string(" ") + finish_reason_name(t.finish);
+    return line;
+}
+
 void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res,
                std::shared_ptr<job> j, api_style style, std::shared_ptr<stream_formatter> fmt,
                const std::function<std::string(const gen_result&)>& complete) {
@@ -334,6 +401,7 @@ void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res
             }
         }
         const gen_result& r = j->result();
+        trace_result(r);
         if (r.finish == finish_reason::cancelled) {
             // Nobody reads this (the client left) unless the server is stopping.
             send_error(res, style, api_error(503, r.error, "server_error"));
@@ -376,6 +444,7 @@ void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res
                 }
                 if (done) {
                     const gen_result& r = j->result();
+                    trace_result(r);
                     if (r.finish == finish_reason::error && r.engine_failed_before_output) {
                         fmt->error(r.error, out);
                     } else if (r.finish != finish_reason::cancelled) {
@@ -396,6 +465,8 @@ void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res
             // The client went away: stop the generation; the job finishes on its own.
             j->cancel = true;
             stats->disconnects++;
+            current_trace().generated = true;
+            current_trace().finish = finish_reason::cancelled;
             return false;
         });
 }

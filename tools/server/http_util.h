@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,6 +58,13 @@ struct server_options {
     bool test_hooks = false;
     // Test hook: worker_options::before_job.
     std::function<void()> test_before_job;
+    // The request log on stderr (serve turns it on unless --log-disable): one line per request
+    // with method, path, status, client, the generation's prompt / cached / generated tokens,
+    // time to first token, total time and finish reason; a JSON object per line with
+    // log_json; /health and /metrics only with log_all (--verbose).
+    bool request_log = false;
+    bool log_json = false;
+    bool log_all = false;
     disk_cache_options disk;  // --kv-disk-dir and the kv-cache knobs
     int mtp_draft = 0;        // --mtp-draft (worker_options)
     float mtp_margin = 0.0f;  // --mtp-margin
@@ -161,6 +169,21 @@ class stream_formatter {
 void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res,
                std::shared_ptr<job> j, api_style style, std::shared_ptr<stream_formatter> fmt,
                const std::function<std::string(const gen_result&)>& complete);
+
+// What the request log says about the request the calling HTTP thread serves: its start
+// (the pre-routing handler), and the generation's figures when serve_job ran one.
+struct request_trace {
+    std::chrono::steady_clock::time_point start{};
+    bool generated = false;
+    gen_usage usage;
+    double first_token_s = -1;  // from the job's submission; < 0: no token
+    finish_reason finish = finish_reason::stop;
+};
+request_trace& current_trace();
+
+// The log line of a finished request (without the newline): text or a JSON object.
+std::string request_log_line(const httplib::Request& req, const httplib::Response& res,
+                             const request_trace& t, bool json_line);
 
 // "data: <json>\n\n" / "event: <name>\ndata: <json>\n\n".
 void sse_data(std::string& out, const json& v);

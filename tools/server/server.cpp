@@ -1,11 +1,15 @@
 // `magnetar serve`: see server.h.
 #include "server/server.h"
 
+#include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "core/error.h"
@@ -34,6 +38,40 @@ constexpr const char* kEndpointNames[] = {"chat_completions", "completions", "me
 
 api_style style_of(const std::string& path) {
     return path.rfind("/v1/messages", 0) == 0 ? api_style::anthropic : api_style::openai;
+}
+
+// Why binding host:port fails, found by trying it again the way the server binds (the library
+// keeps no error): the system's reason, with a hint for the common cases.
+std::string bind_failure(const std::string& host, int port) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    const std::string service = std::to_string(port);
+    if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
+        return std::string("cannot resolve the address: ") + ::gai_strerror(rc);
+    std::string why = "the address cannot be bound";
+    for (addrinfo* a = res; a; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) {
+            why = std::strerror(errno);
+            continue;
+        }
+        int yes = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        const bool bound = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+        const int err = errno;
+        ::close(fd);
+        if (bound) continue;
+        why = std::strerror(err);
+        if (err == EADDRINUSE) why += " (another server listens on that port?)";
+        if (err == EACCES) why += " (ports below 1024 need privileges)";
+        if (err == EADDRNOTAVAIL) why += " (no interface of this machine has that address)";
+        break;
+    }
+    ::freeaddrinfo(res);
+    return why;
 }
 
 }  // namespace
@@ -180,6 +218,8 @@ bool server::start() {
     const std::string api_key = o.api_key;
     http.set_pre_routing_handler([cors, api_key](const httplib::Request& req,
                                                  httplib::Response& res) {
+        current_trace() = request_trace{};
+        current_trace().start = std::chrono::steady_clock::now();
         if (req.method == "OPTIONS") {
             res.status = 204;
             return httplib::Server::HandlerResponse::Handled;
@@ -208,6 +248,19 @@ bool server::start() {
         else if (res.status >= 400)
             ctx.stats.errors_4xx++;
     });
+    if (o.request_log) {
+        const bool json_line = o.log_json, all = o.log_all;
+        http.set_logger(
+            [json_line, all](const httplib::Request& req, const httplib::Response& res) {
+                request_trace& t = current_trace();
+                if (all || (req.path != "/health" && req.path != "/metrics")) {
+                    const std::string line = request_log_line(req, res, t, json_line) + "\n";
+                    std::fwrite(line.data(), 1, line.size(), stderr);
+                    std::fflush(stderr);
+                }
+                t = request_trace{};
+            });
+    }
     const int body_timeout_ms = o.body_timeout_ms;
     http.set_error_handler(httplib::Server::HandlerWithResponse(
         [body_timeout_ms](const httplib::Request& req,
@@ -302,12 +355,24 @@ bool server::start() {
         res.set_content(metrics_text(), "text/plain; version=0.0.4");
     });
 
+    // cpp-httplib's default socket options add SO_REUSEPORT, with which a second server on a
+    // port in use starts and takes part of its connections. SO_REUSEADDR alone only lets a
+    // restart bind while old connections are in TIME_WAIT.
+    http.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    start_error_.clear();
     if (o.port == 0) {
         port_ = http.bind_to_any_port(o.host);
-        if (port_ <= 0) return false;
     } else {
-        if (!http.bind_to_port(o.host, o.port)) return false;
-        port_ = o.port;
+        port_ = http.bind_to_port(o.host, o.port) ? o.port : -1;
+    }
+    if (port_ <= 0) {
+        start_error_ = "cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " +
+                       bind_failure(o.host, o.port);
+        port_ = 0;
+        return false;
     }
     http.raise_backlog();
     s.listener = std::thread([&http] { http.listen_after_bind(); });

@@ -24,8 +24,11 @@ class server {
     server& operator=(const server&) = delete;
 
     // Binds (port 0: a free port) and starts serving on background threads. False when the
-    // address cannot be bound.
+    // address cannot be bound (start_error() says why). A port another process listens on is
+    // refused (no SO_REUSEPORT: two servers never share one port's connections).
     bool start();
+    // Why start() failed: "cannot listen on HOST:PORT: REASON"; empty after a success.
+    const std::string& start_error() const { return start_error_; }
     // The bound port (after start).
     int port() const { return port_; }
     // Blocks until stop() (from another thread or a signal handler thread).
@@ -41,6 +44,7 @@ class server {
     struct impl;
     std::unique_ptr<impl> impl_;
     int port_ = 0;
+    std::string start_error_;
 };
 
 }  // namespace magnetar::server

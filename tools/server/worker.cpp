@@ -619,6 +619,10 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
             finish = finish_reason::stop;
             break;
         }
+        if (res->first_token_s < 0) {
+            res->first_token_s =
+                std::chrono::duration<double>(clock_type::now() - j.created).count();
+        }
         if (r.top_logprobs >= 0) res->logprobs.push_back(std::move(ti));
         if (real.think_end == std::string::npos) ++res->usage.reasoning_tokens;
         const taken t = take(real, tok, session_->n_past());

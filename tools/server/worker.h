@@ -92,6 +92,7 @@ struct gen_result {
     std::vector<token_info> logprobs;
     std::string cache_path;  // which rung of the reuse ladder hit ("memory-token", ...)
     double prefill_s = 0.0, decode_s = 0.0;
+    double first_token_s = -1;  // the first generated token, seconds after the job was made
 };
 
 // A worker event, in order: any number of prefill / delta events, then the result.
@@ -107,6 +108,7 @@ class job {
     explicit job(gen_request r) : req(std::move(r)) {}
     gen_request req;
     std::atomic<bool> cancel{false};
+    const std::chrono::steady_clock::time_point created = std::chrono::steady_clock::now();
 
     void push(gen_event e);
     void finish(gen_result r);
