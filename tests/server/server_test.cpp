@@ -217,6 +217,32 @@ TEST(Server, ChatCompletionShapeAndDeterminism) {
     EXPECT_GT(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
 }
 
+// completion_tokens_details.reasoning_tokens counts the tokens generated before </think> (the
+// closing tag included): none without thinking, those of the forced reasoning with it.
+TEST(Server, ChatUsageCountsReasoningTokens) {
+    REQUIRE_MODEL();
+    const int port = shared_server().port();
+    int st = 0;
+    json body = chat_body("Hi", 40);
+    body["x_magnetar_forced_output"] = "Hello.";
+    const json a = post_json(port, "/v1/chat/completions", body, &st);
+    ASSERT_EQ(st, 200) << a.dump();
+    EXPECT_EQ(a["usage"]["completion_tokens_details"]["reasoning_tokens"], 0) << a.dump();
+    body["thinking"] = true;
+    body["x_magnetar_forced_output"] = "ponder a while</think>Hello.";
+    const json b = post_json(port, "/v1/chat/completions", body, &st);
+    ASSERT_EQ(st, 200) << b.dump();
+    const Engine& e = *shared_engine();
+    std::vector<int32_t> ids;
+    // As the forced output is generated: </think> as its control token.
+    ASSERT_TRUE(e.tokenize("ponder a while</think>", true, &ids).ok());
+    EXPECT_EQ(b["choices"][0]["message"]["reasoning_content"], "ponder a while");
+    EXPECT_EQ(b["usage"]["completion_tokens_details"]["reasoning_tokens"].get<size_t>(), ids.size())
+        << b.dump();
+    EXPECT_LT(b["usage"]["completion_tokens_details"]["reasoning_tokens"].get<int>(),
+              b["usage"]["completion_tokens"].get<int>());
+}
+
 TEST(Server, SecondTurnEvaluatesOnlyTheSuffix) {
     REQUIRE_MODEL();
     const int port = shared_server().port();

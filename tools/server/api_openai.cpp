@@ -130,6 +130,9 @@ json usage_json(const gen_usage& u) {
     j["completion_tokens"] = u.completion_tokens;
     j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
     j["prompt_tokens_details"] = d;
+    json c = json::object();
+    c["reasoning_tokens"] = u.reasoning_tokens;  // of completion_tokens: before </think>
+    j["completion_tokens_details"] = c;
     if (json x = speculation_usage(u); !x.is_null()) j["magnetar_speculation"] = std::move(x);
     return j;
 }
