@@ -341,6 +341,57 @@ TEST(Server, ResponsesPreviousResponseId) {
     EXPECT_EQ(st, 400);
 }
 
+// item_reference input items (the AI SDK's Responses provider sends them in tool loops) stand
+// for the items of a stored response: the tool loop continues with the same prompt as when the
+// items are replayed in full, so the tool-call turn comes from the live KV; an unknown id is a
+// 400 naming it.
+TEST(Server, ResponsesItemReferences) {
+    REQUIRE_MODEL();
+    const int port = shared_server().port();
+    int st = 0;
+    json body = responses_body("Weather in Lyon?", 200);
+    body["tools"] = responses_tools();
+    body["x_magnetar_forced_output"] = kToolDsml;
+    const json a = post_json(port, "/v1/responses", body, &st);
+    ASSERT_EQ(st, 200) << a.dump();
+    ASSERT_EQ(a["output"].size(), 2u) << a.dump();
+    const json& fc = a["output"][1];
+    auto continued = [&](bool by_reference) {
+        json next = body;
+        next.erase("x_magnetar_forced_output");
+        next["max_output_tokens"] = 2;
+        next["input"] = json::array({json{{"role", "user"}, {"content", "Weather in Lyon?"}}});
+        for (const auto& item : a["output"]) {
+            next["input"].push_back(
+                by_reference ? json{{"type", "item_reference"}, {"id", item["id"]}} : item);
+        }
+        next["input"].push_back(
+            json{{"type", "function_call_output"}, {"call_id", fc["call_id"]}, {"output", "rain"}});
+        return next;
+    };
+    const json full = post_json(port, "/v1/responses", continued(false), &st);
+    ASSERT_EQ(st, 200) << full.dump();
+    const std::vector<int32_t> full_prompt = shared_server().last_prompt_tokens();
+    const json ref = post_json(port, "/v1/responses", continued(true), &st);
+    ASSERT_EQ(st, 200) << ref.dump();
+    EXPECT_EQ(shared_server().last_prompt_tokens(), full_prompt);
+    EXPECT_GE(ref["usage"]["input_tokens_details"]["cached_tokens"].get<int>(),
+              a["usage"]["input_tokens"].get<int>() + a["usage"]["output_tokens"].get<int>());
+
+    json bad = continued(true);
+    bad["input"][1]["id"] = "fc_unknown";
+    const json e = post_json(port, "/v1/responses", bad, &st);
+    EXPECT_EQ(st, 400);
+    EXPECT_NE(e["error"]["message"].get<std::string>().find(
+                  "item_reference: no stored item with id 'fc_unknown'"),
+              std::string::npos)
+        << e.dump();
+    EXPECT_EQ(e["error"]["param"], "input");
+    bad["input"][1] = json{{"type", "item_reference"}};
+    post_json(port, "/v1/responses", bad, &st);
+    EXPECT_EQ(st, 400);
+}
+
 TEST(Server, ResponsesValidationErrors) {
     REQUIRE_MODEL();
     const int port = shared_server().port();

@@ -523,6 +523,21 @@ void handle_responses(context& ctx, const httplib::Request& req, httplib::Respon
     } else {
         bad_input("'input' must be a string or an array of items");
     }
+    // item_reference items stand for an item of a stored response (the AI SDK sends them in
+    // tool loops instead of the items themselves); the resolved item is what is stored.
+    for (auto& item : m.input_items) {
+        if (!item.is_object() || item.value("type", std::string()) != "item_reference") continue;
+        const std::string ref = item.value("id", std::string());
+        json found;
+        if (!ctx.responses.item(ref, &found)) {
+            api_error e(400, "item_reference: no stored item with id '" + ref +
+                                 "' (items of responses stored by this server process are "
+                                 "kept; replay the item itself)");
+            e.param = "input";
+            throw e;
+        }
+        item = std::move(found);
+    }
     for (const auto& item : m.input_items) items.push_back(item);
     std::vector<chat::message> messages = input_messages(items);
     if (auto ins = opt_string(body, "instructions"); ins && !ins->empty()) {

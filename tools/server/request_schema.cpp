@@ -632,6 +632,7 @@ struct schemas {
     rule resp_function_call =
         object({{"name", &any_str, true}, {"call_id", &any_str}, {"namespace", &any_str}});
     rule resp_call_output = object({{"call_id", &any_str, true}});
+    rule resp_item_reference = object({{"id", &any_str, true}});
     rule resp_item = tagged(k_obj, "type", "message", "item type",
                             {{"message", &resp_message},
                              {"reasoning", &resp_reasoning},
@@ -644,7 +645,8 @@ struct schemas {
                              {"*_call_output", &resp_call_output},
                              {"tool_search_output", &empty_obj},
                              {"compaction", &empty_obj},
-                             {"context_compaction", &empty_obj}});
+                             {"context_compaction", &empty_obj},
+                             {"item_reference", &resp_item_reference}});
     rule resp_input = with_kinds(array_of(resp_item), k_str);
     rule resp_function_tool = object({{"name", &tool_name},
                                       {"description", &any_str},

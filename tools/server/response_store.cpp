@@ -8,17 +8,52 @@ namespace magnetar::server {
 void response_store::put(const std::string& id, const std::string& previous, json items,
                          json response) {
     auto e = std::make_shared<entry>();
+    // The items a later request may name: the input items that carried an id, then the output
+    // as it was shown (a later one of the same id wins).
+    std::vector<std::pair<std::string, json>> named;
+    auto collect = [&named](const json& list) {
+        if (!list.is_array()) return;
+        for (const auto& item : list) {
+            if (!item.is_object()) continue;
+            auto it = item.find("id");
+            if (it != item.end() && it->is_string() && !it->get<std::string>().empty())
+                named.emplace_back(it->get<std::string>(), item);
+        }
+    };
+    collect(items);
+    if (response.is_object()) {
+        if (auto out = response.find("output"); out != response.end()) collect(*out);
+    }
     e->items = std::move(items);
     e->response = std::move(response);
     std::lock_guard<std::mutex> lock(mu_);
     if (!previous.empty()) {
         if (auto it = map_.find(previous); it != map_.end()) e->parent = it->second;
     }
-    if (map_.emplace(id, std::move(e)).second) order_.push_back(id);
+    for (auto& [item_id, item] : named) {
+        e->item_ids.push_back(item_id);
+        items_[item_id] = std::move(item);
+    }
+    if (map_.emplace(id, e).second) {
+        order_.push_back(id);
+    } else {
+        for (const std::string& item_id : e->item_ids) items_.erase(item_id);
+    }
     while (map_.size() > max_entries_ && !order_.empty()) {
-        map_.erase(order_.front());
+        if (auto it = map_.find(order_.front()); it != map_.end()) {
+            for (const std::string& item_id : it->second->item_ids) items_.erase(item_id);
+            map_.erase(it);
+        }
         order_.pop_front();
     }
+}
+
+bool response_store::item(const std::string& item_id, json* out) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = items_.find(item_id);
+    if (it == items_.end()) return false;
+    *out = it->second;
+    return true;
 }
 
 bool response_store::history(const std::string& id, json* items) const {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace magnetar::server {
 
@@ -32,18 +33,24 @@ class response_store {
     bool history(const std::string& id, json* items) const;
     // True and the stored response object of `id` when known.
     bool response(const std::string& id, json* out) const;
+    // True and the item whose "id" is `item_id` when a stored response holds it: an item of
+    // its output (as the response showed it) or one of its input items that carried an id
+    // (Responses `item_reference` input items). Kept as long as its response is.
+    bool item(const std::string& item_id, json* out) const;
     size_t size() const;
 
   private:
     struct entry {
         std::shared_ptr<const entry> parent;
-        json items;     // array
-        json response;  // object
+        json items;                         // array
+        json response;                      // object
+        std::vector<std::string> item_ids;  // the ids it put in items_
     };
     size_t max_entries_;
     mutable std::mutex mu_;
     std::unordered_map<std::string, std::shared_ptr<const entry>> map_;
-    std::deque<std::string> order_;  // insertion order, for eviction
+    std::deque<std::string> order_;                // insertion order, for eviction
+    std::unordered_map<std::string, json> items_;  // item id -> item, of the stored entries
 };
 
 }  // namespace magnetar::server
