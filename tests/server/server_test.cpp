@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -528,6 +529,12 @@ TEST(Server, ValidationErrors) {
     const json ov = post_json(port, "/v1/chat/completions", chat_body(words), &st);
     EXPECT_EQ(st, 400);
     EXPECT_EQ(ov["error"]["code"], "context_length_exceeded");
+    // The wording clients look for to compact and retry.
+    EXPECT_NE(ov["error"]["message"].get<std::string>().find(
+                  "This model's maximum context length is 1024 tokens. However, your messages "
+                  "resulted in "),
+              std::string::npos)
+        << ov.dump();
     const json ova =
         post_json(port, "/v1/messages",
                   json{{"max_tokens", 4},
@@ -536,6 +543,10 @@ TEST(Server, ValidationErrors) {
     EXPECT_EQ(st, 400);
     EXPECT_EQ(ova["type"], "error");
     EXPECT_EQ(ova["error"]["n_ctx"], 1024);
+    const std::string am = ova["error"]["message"];
+    EXPECT_TRUE(
+        std::regex_match(am, std::regex(R"(prompt is too long: \d+ tokens > 1024 maximum)")))
+        << am;
 }
 
 TEST(Server, ConcurrentClientsMatchSequentialRuns) {

@@ -56,10 +56,15 @@ void send_error(httplib::Response& res, api_style style, const api_error& e) {
     res.set_content(error_body(style, e), "application/json");
 }
 
-api_error context_error(int64_t n_prompt, int64_t n_ctx, const char* param) {
-    api_error e(400, "Prompt has " + std::to_string(n_prompt) +
-                         " tokens, but the configured context size is " + std::to_string(n_ctx) +
-                         " tokens");
+api_error context_error(int64_t n_prompt, int64_t n_ctx, const char* param, api_style style) {
+    // The wording each API's clients look for to compact and retry: Anthropic's "prompt is too
+    // long" (Claude Code), OpenAI's "maximum context length" with context_length_exceeded.
+    const std::string n = std::to_string(n_prompt), m = std::to_string(n_ctx);
+    api_error e(400, style == api_style::anthropic
+                         ? "prompt is too long: " + n + " tokens > " + m + " maximum"
+                         : "This model's maximum context length is " + m +
+                               " tokens. However, your messages resulted in " + n +
+                               " tokens. Please reduce the length of the messages.");
     e.param = param;
     e.code = "context_length_exceeded";
     e.extra["n_prompt_tokens"] = n_prompt;
@@ -201,7 +206,7 @@ int64_t clamp_max_tokens(const context& ctx, std::optional<int64_t> requested,
 std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& body, api_style style,
                               const char* param) {
     const auto n = static_cast<int64_t>(r.input.tokens.size());
-    if (n >= ctx.opts.n_ctx) throw context_error(n, ctx.opts.n_ctx, param);
+    if (n >= ctx.opts.n_ctx) throw context_error(n, ctx.opts.n_ctx, param, style);
     if (ctx.opts.test_hooks) {
         auto f = body.find("x_magnetar_forced_output");
         if (f != body.end() && f->is_string()) r.forced_output = f->get<std::string>();
@@ -220,7 +225,6 @@ std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& bod
         if (const auto a = opt_number(*st, "attn")) sc.attn = static_cast<float>(*a);
         r.steering = sc;
     }
-    (void)style;
     return std::make_shared<job>(std::move(r));
 }
 

@@ -107,7 +107,7 @@ struct api_error : std::runtime_error {
 std::string error_body(api_style style, const api_error& e);
 void send_error(httplib::Response& res, api_style style, const api_error& e);
 // 400 context_length_exceeded in the API's shape.
-api_error context_error(int64_t n_prompt, int64_t n_ctx, const char* param);
+api_error context_error(int64_t n_prompt, int64_t n_ctx, const char* param, api_style style);
 
 // Parses the body as JSON (nesting limited to 256) and requires an object.
 json parse_body(const std::string& body);
