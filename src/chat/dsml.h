@@ -39,6 +39,18 @@ std::string_view dsml_infix(dsml_variant v);
 std::string render_tool_calls(const std::vector<tool_call>& calls,
                               std::vector<std::pair<size_t, size_t>>* client_spans = nullptr);
 
+// The start of a reply that must call a tool (tool_choice "required", or a named tool): the
+// canonical block opening "\n\n<｜DSML｜tool_calls>\n", and for a named tool its invoke
+// opening. In three pieces so that the name, client text, is tokenized as text: `before` and
+// `after` are template text (DSML markers), `name` the attribute-escaped name ("" and `after`
+// empty when no tool is named).
+struct forced_call_start {
+    std::string before;
+    std::string name;
+    std::string after;
+};
+forced_call_start forced_tool_call_start(std::string_view name);
+
 // The block a history render uses for an assistant message: raw_dsml when attached, else the
 // canonical block.
 std::string dsml_block(const message& assistant);

@@ -115,6 +115,17 @@ std::string render_tool_calls(const std::vector<tool_call>& calls,
     return std::move(w.out);
 }
 
+forced_call_start forced_tool_call_start(std::string_view name) {
+    forced_call_start f;
+    f.before = "\n\n<｜DSML｜tool_calls>\n";
+    if (!name.empty()) {
+        f.before += "<｜DSML｜invoke name=\"";
+        f.name = attr_escape(name);
+        f.after = "\">\n";
+    }
+    return f;
+}
+
 std::string dsml_block(const message& assistant) {
     if (assistant.tool_calls.empty()) return {};
     if (assistant.raw_dsml) return *assistant.raw_dsml;

@@ -3,7 +3,7 @@
 // invalid), a file-size limit hit by a save (the request is still answered; no SIGXFSZ death,
 // no temp file left), SIGTERM while the server is still starting; and the binary's own flags that
 // reach every request: --log-disable, and the sampling defaults (--temp, the penalties); a port
-// already in use refused; the request log.
+// already in use refused; the request log; a named tool_choice on the trained model.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -459,6 +459,49 @@ TEST(ServeFlagsBinary, RequestLogLines) {
     EXPECT_EQ(text[1].rfind("serve: POST /v1/completions 400 ", 0), 0u) << text[1];
     EXPECT_EQ(text[2].rfind("serve: POST /health ", 0), 0u) << text[2];
     EXPECT_TRUE(serve_and_log({"--log-disable"}).empty());
+}
+
+// On the trained model a named tool_choice is obeyed with arguments the model writes itself:
+// asked about magnetars it calls another tool by itself, and the named one when told to.
+TEST(ServeTrainedModel, NamedToolChoiceIsCalled) {
+    const std::string model = find_in_ancestors("models/magnetar-tiny.gguf");
+    if (model.empty()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";
+    scratch_dir dir("toolchoice");
+    child c({"serve", "-m", model, "-t", "2", "--port", "0", "-c", "2048", "--log-disable"},
+            dir.path + "-stderr");
+    ASSERT_GT(c.pid, 0);
+    ASSERT_TRUE(c.read_until("listening on port", 60)) << c.err();
+    const nlohmann::json schema = {{"type", "object"},
+                                   {"properties", {{"x", {{"type", "string"}}}}},
+                                   {"required", nlohmann::json::array({"x"})}};
+    nlohmann::json tools = nlohmann::json::array();
+    for (const char* name : {"get_weather", "list_files", "calculate"}) {
+        tools.push_back(
+            {{"type", "function"}, {"function", {{"name", name}, {"parameters", schema}}}});
+    }
+    auto called = [&](const nlohmann::json& choice) {
+        const nlohmann::json body = {
+            {"messages", {{{"role", "user"}, {"content", "Tell me about magnetars."}}}},
+            {"max_tokens", 120},
+            {"temperature", 0},
+            {"thinking", false},
+            {"tools", tools},
+            {"tool_choice", choice}};
+        std::string raw;
+        EXPECT_EQ(http_post(port_of(c.out_text), "/v1/chat/completions", body.dump(), &raw), 200)
+            << raw;
+        const nlohmann::json j = nlohmann::json::parse(raw, nullptr, false);
+        if (!j.is_object() || !j["choices"][0]["message"].contains("tool_calls")) return raw;
+        const nlohmann::json& fn = j["choices"][0]["message"]["tool_calls"][0]["function"];
+        EXPECT_FALSE(nlohmann::json::parse(fn["arguments"].get<std::string>()).empty()) << raw;
+        return fn["name"].get<std::string>();
+    };
+    const std::string by_itself = called("auto");
+    EXPECT_NE(by_itself, "calculate");
+    EXPECT_EQ(called({{"type", "function"}, {"function", {{"name", "calculate"}}}}), "calculate");
+    ::kill(c.pid, SIGTERM);
+    EXPECT_EQ(c.wait(60), 0) << c.err();
+    fs::remove(dir.path + "-stderr");
 }
 
 // Whether the main thread of `pid` has SIGTERM blocked (serve's first step).

@@ -348,6 +348,14 @@ messages_request read_messages(context& ctx, const json& body, bool for_counting
     r.thinking = mode != chat::think_mode::nothink;
     r.tools = !tools.empty();
     r.id_style = chat::id_style::anthropic;
+    // tool_choice {"type": "any"} or {"type": "tool", "name": N}: the reply starts with a tool
+    // call (of N).
+    if (auto tc = body.find("tool_choice"); tc != body.end() && tc->is_object()) {
+        const std::string type = tc->value("type", std::string());
+        if (type == "any") r.forced_call = forced_call_for(tools, "", "tool_choice");
+        if (type == "tool")
+            r.forced_call = forced_call_for(tools, tc->value("name", std::string()), "tool_choice");
+    }
     if (!for_counting) {
         mr.stream = opt_bool(body, "stream").value_or(false);
         r.stops = string_list(body, "stop_sequences");

@@ -437,6 +437,25 @@ void handle_chat_completions(context& ctx, const httplib::Request& req, httplib:
     r.thinking = mode != chat::think_mode::nothink;
     r.tools = !tools.empty();
     r.id_style = chat::id_style::openai;
+    // tool_choice "required" or {"type": "function", "function": {"name": N}}: the reply
+    // starts with a tool call (of N).
+    if (auto tc = body.find("tool_choice"); tc != body.end()) {
+        if (tc->is_string() && *tc == "required") {
+            r.forced_call = forced_call_for(tools, "", "tool_choice");
+        } else if (tc->is_object()) {
+            std::string name;
+            if (auto fn = tc->find("function"); fn != tc->end() && fn->is_object())
+                name = fn->value("name", std::string());
+            if (name.empty()) {
+                api_error e(400,
+                            "tool_choice: an object names a function: {\"type\": "
+                            "\"function\", \"function\": {\"name\": ...}}");
+                e.param = "tool_choice";
+                throw e;
+            }
+            r.forced_call = forced_call_for(tools, name, "tool_choice");
+        }
+    }
     r.stops = string_list(body, "stop");
     r.top_logprobs = read_top_logprobs(body, true);
     read_sampling(body, ctx.opts.sampling, r.thinking, {true, true, true, true}, &r.sampling);

@@ -552,16 +552,32 @@ void handle_responses(context& ctx, const httplib::Request& req, httplib::Respon
     chat::tool_list tools = responses_tools(body);
     m.tools = body.contains("tools") && body["tools"].is_array() ? body["tools"] : json::array();
     m.tool_choice = "auto";
+    // "required" or {"type": "function", "name": N}: the reply starts with a tool call (of N).
+    std::optional<chat::forced_call_start> forced_call;
     if (auto tc = body.find("tool_choice"); tc != body.end() && !tc->is_null()) {
         if (tc->is_string()) {
             const std::string v = tc->get<std::string>();
-            if (v == "none")
+            if (v == "none") {
                 tools.clear();
-            else if (v != "auto")
-                throw api_error(400, "tool_choice=" + v + " not supported");
+            } else if (v == "required") {
+                forced_call = forced_call_for(tools, "", "tool_choice");
+            } else if (v != "auto") {
+                api_error e(400, "tool_choice '" + v + "' is not one of none, auto, required");
+                e.param = "tool_choice";
+                throw e;
+            }
             m.tool_choice = v;
         } else {
-            throw api_error(400, "forced tool_choice not supported");
+            const std::string name = tc->value("name", std::string());
+            if (tc->value("type", std::string()) != "function" || name.empty()) {
+                api_error e(400,
+                            "tool_choice: an object names a function: {\"type\": "
+                            "\"function\", \"name\": ...}");
+                e.param = "tool_choice";
+                throw e;
+            }
+            forced_call = forced_call_for(tools, name, "tool_choice");
+            m.tool_choice = *tc;
         }
     }
 
@@ -595,6 +611,7 @@ void handle_responses(context& ctx, const httplib::Request& req, httplib::Respon
     r.thinking = m.thinking;
     r.tools = !tools.empty();
     r.id_style = chat::id_style::openai;
+    r.forced_call = forced_call;
     read_sampling(body, ctx.opts.sampling, r.thinking, {false, false, true, false}, &r.sampling);
 
     chat::render_options ro;

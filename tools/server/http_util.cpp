@@ -203,6 +203,30 @@ int64_t clamp_max_tokens(const context& ctx, std::optional<int64_t> requested,
     return std::max<int64_t>(n, 0);
 }
 
+chat::forced_call_start forced_call_for(const chat::tool_list& tools, const std::string& name,
+                                        const char* param) {
+    if (tools.empty()) {
+        api_error e(400, std::string(param) + " requires a tool call, but no tools are offered");
+        e.param = param;
+        throw e;
+    }
+    if (!name.empty()) {
+        bool found = false;
+        for (const auto& t : tools) {
+            const json* obj = &t;
+            if (auto fn = t.find("function"); fn != t.end() && fn->is_object()) obj = &*fn;
+            if (obj->value("name", std::string()) == name) found = true;
+        }
+        if (!found) {
+            api_error e(400, std::string(param) + " names the tool '" + name +
+                                 "', which is not among the tools offered");
+            e.param = param;
+            throw e;
+        }
+    }
+    return chat::forced_tool_call_start(name);
+}
+
 std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& body, api_style style,
                               const char* param) {
     const auto n = static_cast<int64_t>(r.input.tokens.size());

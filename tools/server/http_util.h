@@ -143,6 +143,13 @@ void read_sampling(const json& o, const sampling_params& defaults, bool thinking
 int64_t clamp_max_tokens(const context& ctx, std::optional<int64_t> requested,
                          int64_t prompt_tokens);
 
+// The forced start of a reply whose tool_choice requires a call: any tool (`name` empty) or
+// the named one. Throws api_error 400 (param `param`) when no tools are offered or when the
+// name is not one of theirs (the "function" object of the OpenAI shape, else the entry's own
+// "name").
+chat::forced_call_start forced_call_for(const chat::tool_list& tools, const std::string& name,
+                                        const char* param);
+
 // Builds the job of a request; throws api_error for a context overflow.
 std::shared_ptr<job> make_job(const context& ctx, gen_request r, const json& body, api_style style,
                               const char* param);

@@ -445,6 +445,15 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
     std::vector<int32_t> forced;
     size_t forced_pos = 0;
     if (r.forced_output) tok_.encode_append(*r.forced_output, true, forced);
+    // tool_choice: the tool-call block's opening, the markers as template text and the tool's
+    // name as client text (never a control token).
+    std::vector<int32_t> call_start;
+    size_t call_pos = 0;
+    if (r.forced_call) {
+        tok_.encode_append(r.forced_call->before, true, call_start);
+        tok_.encode_append(r.forced_call->name, false, call_start);
+        tok_.encode_append(r.forced_call->after, true, call_start);
+    }
 
     std::string& raw = res->raw;
     size_t fed = 0;  // bytes of raw handed to the projection
@@ -539,7 +548,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
     // Speculative decoding (--mtp-draft >= 2; not for the forced-output test hook): tokens a
     // step chose ahead wait here with their log-probabilities; the kept drafts are already in
     // the KV, the last one (the step's `next`) is not.
-    const bool speculate = opts_.mtp_draft >= 2 && !r.forced_output;
+    const bool speculate = opts_.mtp_draft >= 2 && !r.forced_output && !r.forced_call;
     struct ahead_token {
         int32_t id = -1;
         token_info info;
@@ -603,7 +612,9 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
             in_kv = ahead.front().in_kv;
             ahead.pop_front();
         } else {
-            if (r.forced_output) {
+            if (call_pos < call_start.size() && real.think_end != std::string::npos) {
+                tok = call_start[call_pos++];  // the visible reply opens the tool call
+            } else if (r.forced_output) {
                 tok = forced_pos < forced.size() ? forced[forced_pos++] : eos;
             } else {
                 tok = session_->sample(smp, p);

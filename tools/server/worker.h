@@ -59,6 +59,10 @@ struct gen_request {
     std::optional<std::string> forced_output;
     // Directional steering scales of this request (x_magnetar_steering); none: the server's.
     std::optional<steering_scales> steering;
+    // tool_choice "required" or a named tool: the visible reply (after </think> when thinking)
+    // starts with these tokens, evaluated as if sampled, and the model goes on from inside
+    // the tool-call block. Needs `tools`. No speculative decoding for such a request.
+    std::optional<chat::forced_call_start> forced_call;
 };
 
 struct token_info {
