@@ -638,6 +638,43 @@ TEST(Server, Metrics) {
     }
 }
 
+// The latency histograms and the session gauges: a job adds one observation to each histogram
+// (cumulative buckets, +Inf equal to the count, a positive sum) and leaves the gauges at the
+// session's position, context and cache bytes.
+TEST(Server, MetricsHistogramsAndGauges) {
+    REQUIRE_MODEL();
+    server srv(*shared_engine(), test_options());
+    ASSERT_TRUE(srv.start());
+    const std::string before = srv.metrics_text();
+    EXPECT_EQ(metric(before, "magnetar_time_to_first_token_seconds_count"), 0);
+    EXPECT_EQ(metric(before, "magnetar_context_size_tokens{slot=\"0\"}"), 1024);
+    int st = 0;
+    const json a = post_json(srv.port(), "/v1/chat/completions", chat_body("Hello there", 3), &st);
+    ASSERT_EQ(st, 200) << a.dump();
+    const std::string m = srv.metrics_text();
+    for (const char* h :
+         {"magnetar_time_to_first_token_seconds", "magnetar_request_duration_seconds"}) {
+        const std::string name = h;
+        EXPECT_EQ(metric(m, name + "_count"), 1) << m;
+        EXPECT_GT(metric(m, name + "_sum"), 0) << m;
+        EXPECT_EQ(metric(m, name + "_bucket{le=\"+Inf\"}"), 1) << m;
+        double prev = 0;
+        for (const char* le :
+             {"0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "120", "300"}) {
+            const double v = metric(m, name + "_bucket{le=\"" + le + "\"}");
+            EXPECT_GE(v, prev) << name << " " << le;
+            prev = v;
+        }
+    }
+    EXPECT_LE(metric(m, "magnetar_time_to_first_token_seconds_sum"),
+              metric(m, "magnetar_request_duration_seconds_sum"));
+    const int n =
+        a["usage"]["prompt_tokens"].get<int>() + a["usage"]["completion_tokens"].get<int>();
+    // The last generated token is not evaluated.
+    EXPECT_EQ(metric(m, "magnetar_context_tokens{slot=\"0\"}"), n - 1) << m;
+    EXPECT_GT(metric(m, "magnetar_kv_cache_bytes{slot=\"0\"}"), 0);
+}
+
 TEST(Server, ApiKeyCorsAndFullQueue) {
     REQUIRE_MODEL();
     server_options o = test_options();

@@ -167,6 +167,44 @@ std::string server::metrics_text() const {
            pre_s > 0 ? static_cast<double>(w.prefill_tokens.load()) / pre_s : 0.0);
     metric("magnetar_decode_tokens_per_second", "gauge", "Decode speed over the server's life.",
            dec_s > 0 ? static_cast<double>(w.generated_tokens.load()) / dec_s : 0.0);
+    auto histogram = [&](const char* name, const char* help, const latency_histogram& hg) {
+        std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+        out += line;
+        uint64_t cumulative = 0;
+        for (size_t b = 0; b <= latency_histogram::kBuckets; ++b) {
+            cumulative += hg.counts[b].load();
+            if (b < latency_histogram::kBuckets) {
+                std::snprintf(line, sizeof line, "%s_bucket{le=\"%g\"} %llu\n", name,
+                              latency_histogram::kBounds[b],
+                              static_cast<unsigned long long>(cumulative));
+            } else {
+                std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n", name,
+                              static_cast<unsigned long long>(cumulative));
+            }
+            out += line;
+        }
+        std::snprintf(line, sizeof line, "%s_sum %.6f\n%s_count %llu\n", name,
+                      static_cast<double>(hg.sum_us.load()) * 1e-6, name,
+                      static_cast<unsigned long long>(cumulative));
+        out += line;
+    };
+    histogram("magnetar_time_to_first_token_seconds",
+              "From a job's submission to its first generated token.", w.time_to_first_token);
+    histogram("magnetar_request_duration_seconds",
+              "From a job's submission to its end (queue, prefill and generation).",
+              w.job_duration);
+    auto slot_gauge = [&](const char* name, const char* help, double v) {
+        std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s gauge\n%s{slot=\"0\"} %.17g\n",
+                      name, help, name, name, v);
+        out += line;
+    };
+    slot_gauge("magnetar_context_tokens", "Positions the live session holds after the latest job.",
+               static_cast<double>(w.context_tokens.load()));
+    slot_gauge("magnetar_context_size_tokens", "Context of the live session.",
+               static_cast<double>(w.context_size.load()));
+    slot_gauge("magnetar_kv_cache_bytes",
+               "Bytes of the live session's cache state and checkpoints.",
+               static_cast<double>(w.kv_bytes.load()));
     metric("magnetar_mtp_steps_total", "counter",
            "Speculative decode steps that verified at least one MTP draft.",
            static_cast<double>(w.spec_steps.load()));

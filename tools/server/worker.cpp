@@ -76,6 +76,8 @@ worker::worker(const Engine& engine, const worker_options& opts)
     const status st = engine.create_session(so, &s);
     if (!st.ok()) throw Error("serve: cannot create the session: " + st.message());
     session_ = std::move(s);
+    stats_.context_size = session_->memory().n_ctx;
+    stats_.kv_bytes = session_->memory().cache_bytes();
     if (!opts_.disk.dir.empty()) {
         kvstore::store_options ko;
         ko.dir = opts_.disk.dir;
@@ -100,6 +102,13 @@ worker::worker(const Engine& engine, const worker_options& opts)
         disk_ = std::make_unique<kvstore::store>(ko, id, log);
     }
     thread_ = std::thread([this] { loop(); });
+}
+
+void latency_histogram::observe(double seconds) {
+    size_t b = 0;
+    while (b < kBuckets && seconds > kBounds[b]) ++b;
+    counts[b]++;
+    sum_us += static_cast<uint64_t>(std::max(0.0, seconds) * 1e6);
 }
 
 int64_t cold_store_len(const disk_cache_options& o, int64_t n) {
@@ -351,6 +360,13 @@ void worker::run(job& j) {
     (res.usage.cached_tokens > 0 ? stats_.cache_hits : stats_.cache_misses)++;
     stats_.prefill_us += static_cast<uint64_t>(res.prefill_s * 1e6);
     stats_.decode_us += static_cast<uint64_t>(res.decode_s * 1e6);
+    if (res.first_token_s >= 0) stats_.time_to_first_token.observe(res.first_token_s);
+    stats_.job_duration.observe(
+        std::chrono::duration<double>(clock_type::now() - j.created).count());
+    const session_memory mem = session_->memory();
+    stats_.context_tokens = session_->n_past();
+    stats_.context_size = mem.n_ctx;
+    stats_.kv_bytes = mem.cache_bytes() + mem.checkpoint_bytes;
     j.finish(std::move(res));
 }
 

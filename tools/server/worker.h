@@ -161,6 +161,15 @@ struct worker_options {
     float mtp_margin = 0.0f;
 };
 
+// A latency histogram for /metrics (Prometheus buckets, seconds): lock-free observations.
+struct latency_histogram {
+    static constexpr double kBounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+    static constexpr size_t kBuckets = sizeof(kBounds) / sizeof(kBounds[0]);
+    std::atomic<uint64_t> counts[kBuckets + 1] = {};  // per bucket (not cumulative); last: +Inf
+    std::atomic<uint64_t> sum_us{0};
+    void observe(double seconds);
+};
+
 // Monotonic counters for /metrics.
 struct worker_stats {
     std::atomic<uint64_t> jobs{0};
@@ -182,6 +191,15 @@ struct worker_stats {
     std::atomic<uint64_t> spec_steps{0};
     std::atomic<uint64_t> spec_drafted{0};
     std::atomic<uint64_t> spec_kept{0};
+    // Per job: submission to the first generated token (jobs that generated one), and
+    // submission to the end.
+    latency_histogram time_to_first_token;
+    latency_histogram job_duration;
+    // The live session (one slot) after the latest job: positions held, its context, and the
+    // bytes of its cache state and checkpoints.
+    std::atomic<int64_t> context_tokens{0};
+    std::atomic<int64_t> context_size{0};
+    std::atomic<uint64_t> kv_bytes{0};
 };
 
 class worker {
