@@ -353,6 +353,50 @@ TEST(BenchSmoke, V41Walk) {
     }
 }
 
+// `bench serve`: a pass with one client, then one with all of them, every request answered,
+// the generated tokens counted from the streams' usage, and the ratio line.
+TEST(BenchSmoke, ServeConcurrentClients) {
+    const run_out r = run_bench("serve -m " + bench_model() +
+                                " -t 2 -c 1024 --clients 3 "
+                                "--requests 2 -n 4");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::istringstream in(r.out);
+    std::vector<std::vector<std::string>> rows;
+    bool header = false;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("clients", 0) == 0) header = true;
+        if (line.empty() || line[0] == '#' || line.rfind("clients", 0) == 0) continue;
+        std::istringstream f(line);
+        std::vector<std::string> cells;
+        for (std::string c; f >> c;) cells.push_back(c);
+        rows.push_back(cells);
+    }
+    EXPECT_TRUE(header) << r.out;
+    ASSERT_EQ(rows.size(), 2u) << r.out;
+    for (size_t i = 0; i < 2; ++i) {
+        ASSERT_EQ(rows[i].size(), 10u) << r.out;
+        const int clients = i == 0 ? 1 : 3;
+        EXPECT_EQ(std::stoi(rows[i][0]), clients);
+        EXPECT_EQ(std::stoi(rows[i][1]), 2 * clients);               // requests
+        EXPECT_EQ(std::stoi(rows[i][2]), 0);                         // errors
+        EXPECT_EQ(std::stoi(rows[i][3]), 2 * clients * 4) << r.out;  // generated tokens
+        EXPECT_GT(std::stod(rows[i][5]), 0.0);                       // aggregate t/s
+        EXPECT_LE(std::stod(rows[i][6]), std::stod(rows[i][7]));     // ttft p50 <= p99
+    }
+    EXPECT_NE(r.out.find("# aggregate rate with 3 clients: "), std::string::npos) << r.out;
+
+    const run_out bad = run_bench("serve --url 127.0.0.1:x");
+    EXPECT_EQ(bad.rc, 1);
+    EXPECT_NE(bad.err.find("--url: \"127.0.0.1:x\" is not HOST:PORT"), std::string::npos)
+        << bad.err;
+    // Nobody listens on port 1: the requests fail and say why.
+    const run_out none = run_bench("serve --url 127.0.0.1:1 --clients 1 --requests 1 -n 1");
+    EXPECT_EQ(none.rc, 1);
+    EXPECT_NE(none.err.find("the single client's requests failed (first: no answer"),
+              std::string::npos)
+        << none.err;
+}
+
 TEST(BenchSmoke, SubcommandsAndErrors) {
     run_out r = run_bench("--help");
     EXPECT_EQ(r.rc, 0);
