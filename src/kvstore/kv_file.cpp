@@ -24,6 +24,9 @@ constexpr uint32_t k_max_text = 1u << 30;
 constexpr uint32_t k_max_tool_entries = 1u << 22;
 constexpr uint32_t k_max_tool_id = 256;
 constexpr uint32_t k_max_tool_dsml = 512u << 20;
+// The whole section: the replay memory's byte limit (512 MiB) plus the entries' bookkeeping.
+constexpr uint64_t k_max_tool_map_bytes =
+    (uint64_t{512} << 20) + 8 * uint64_t{k_max_tool_entries} + 8;
 constexpr int k_temp_names = 16;  // <name>.kv.tmp.<pid>, then .<pid>.1 ... .<pid>.15
 
 void put_u32(uint8_t* p, uint32_t v) {
@@ -458,6 +461,29 @@ status inspect_file(const std::string& path, file_info* out) {
 
 namespace {
 
+// The tool-id map section ("KTM\x01", count, then per entry id length, block length, id,
+// block) from its bytes, every length bounded by the section.
+status parse_tool_map(const std::string& path, const uint8_t* p, uint64_t n, tool_map* out) {
+    if (n < 8 || std::memcmp(p, "KTM\x01", 4) != 0) return bad(path, "damaged tool-id map");
+    const uint32_t count = get_u32(p + 4);
+    if (count > k_max_tool_entries) return bad(path, "damaged tool-id map");
+    tool_map map;
+    uint64_t used = 8;
+    for (uint32_t i = 0; i < count; ++i) {
+        if (used + 8 > n) return bad(path, strfmt("damaged tool-id map entry %u", i));
+        const uint32_t il = get_u32(p + used), dl = get_u32(p + used + 4);
+        if (il < 1 || il > k_max_tool_id || dl < 1 || dl > k_max_tool_dsml ||
+            used + 8 + il + dl > n)
+            return bad(path, strfmt("damaged tool-id map entry %u", i));
+        map.emplace_back(std::string(reinterpret_cast<const char*>(p + used + 8), il),
+                         std::string(reinterpret_cast<const char*>(p + used + 8 + il), dl));
+        used += 8ull + il + dl;
+    }
+    if (used != n) return bad(path, "bytes after the tool-id map");
+    *out = std::move(map);
+    return {};
+}
+
 // Streams [48, end of the tool map) through the hash, handing the payload to `session` when
 // given; checks the name, the tool map and the checksum.
 status read_body(const std::string& path, const file_info& fi, Session* session,
@@ -501,24 +527,10 @@ status read_body(const std::string& path, const file_info& fi, Session* session,
     const uint64_t map_bytes =
         body - 4 - fi.text_len - fi.header.payload_bytes;  // what lies before the integrity
     if (fi.header.ext & k_ext_tool_map) {
-        uint8_t magic[4];
-        uint32_t count = 0;
-        if (map_bytes < 8 || !r.get(magic, 4) || std::memcmp(magic, "KTM\x01", 4) != 0 ||
-            !r.get_u32(&count) || count > k_max_tool_entries)
-            return bad(path, "damaged tool-id map");
-        uint64_t used = 8;
-        for (uint32_t i = 0; i < count; ++i) {
-            uint32_t il = 0, dl = 0;
-            if (!r.get_u32(&il) || !r.get_u32(&dl) || il < 1 || il > k_max_tool_id || dl < 1 ||
-                dl > k_max_tool_dsml || used + 8 + il + dl > map_bytes)
-                return bad(path, strfmt("damaged tool-id map entry %u", i));
-            std::string tid(il, '\0'), dsml(dl, '\0');
-            if (!r.get(tid.data(), il) || !r.get(dsml.data(), dl))
-                return bad(path, "truncated tool-id map");
-            used += 8ull + il + dl;
-            map.emplace_back(std::move(tid), std::move(dsml));
-        }
-        if (used != map_bytes) return bad(path, "bytes after the tool-id map");
+        if (map_bytes > k_max_tool_map_bytes) return bad(path, "damaged tool-id map");
+        std::vector<uint8_t> bytes(static_cast<size_t>(map_bytes));
+        if (!r.get(bytes.data(), bytes.size())) return bad(path, "truncated tool-id map");
+        if (status st = parse_tool_map(path, bytes.data(), bytes.size(), &map); !st.ok()) return st;
     } else if (map_bytes != 0) {
         return bad(path, "unexpected bytes after the payload");
     }
@@ -546,6 +558,24 @@ status verify_file(const std::string& path, file_info* info) {
     if (!st.ok()) return st;
     if (info) *info = std::move(fi);
     return {};
+}
+
+status read_tool_map(const std::string& path, tool_map* out) {
+    out->clear();
+    file_info fi;
+    status st = inspect_file(path, &fi);
+    if (!st.ok()) return st;
+    if (!(fi.header.ext & k_ext_tool_map)) return {};
+    const uint64_t at = k_header_bytes + 4 + fi.text_len + fi.header.payload_bytes;
+    const uint64_t n = fi.file_size - at - k_integrity_bytes;  // inspect_file checked the sizes
+    if (n > k_max_tool_map_bytes) return bad(path, "damaged tool-id map");
+    fd_guard f(open_regular(path, O_RDONLY, &st));
+    if (f.fd < 0) return st;
+    std::vector<uint8_t> bytes(static_cast<size_t>(n));
+    if (::pread(f.fd, bytes.data(), bytes.size(), static_cast<off_t>(at)) !=
+        static_cast<ssize_t>(bytes.size()))
+        return bad(path, "truncated tool-id map");
+    return parse_tool_map(path, bytes.data(), bytes.size(), out);
 }
 
 status read_key_text(const std::string& path, std::string* text) {

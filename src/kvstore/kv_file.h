@@ -119,6 +119,9 @@ status inspect_file(const std::string& path, file_info* out);
 status verify_file(const std::string& path, file_info* info = nullptr);
 // Reads the key text.
 status read_key_text(const std::string& path, std::string* text);
+// Reads only the tool-id map section (empty when the file has none), with inspect_file's checks
+// and every length bounded, but without the checksum (that would read the payload).
+status read_tool_map(const std::string& path, tool_map* out);
 // Loads the payload into `session` after verify-level checks (checksum included) and the model
 // identity; fills the tool map when the file has one.
 status load_file(const std::string& path, Session& session, const model_identity& id,

@@ -183,6 +183,26 @@ std::vector<file_info> store::entries() const {
     return out;
 }
 
+tool_map store::stored_tools() const {
+    std::vector<const file_info*> with_map;
+    for (const auto& [p, fi] : index_) {
+        if (fi.header.ext & k_ext_tool_map) with_map.push_back(&fi);
+    }
+    std::sort(with_map.begin(), with_map.end(), [](const file_info* a, const file_info* b) {
+        return a->header.last_used < b->header.last_used;
+    });
+    tool_map out;
+    for (const file_info* fi : with_map) {
+        tool_map one;
+        if (const status st = read_tool_map(fi->path, &one); !st.ok()) {
+            log("kv store: tool-id map skipped: " + st.message());
+            continue;
+        }
+        for (auto& e : one) out.push_back(std::move(e));
+    }
+    return out;
+}
+
 uint64_t store::total_bytes() const {
     uint64_t b = 0;
     for (const auto& [p, fi] : index_) b += fi.file_size;

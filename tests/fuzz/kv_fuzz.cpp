@@ -7,8 +7,9 @@
 //         or load; a loaded timeline saves to a payload that loads again to the same tokens
 //         and logits and saves to the same bytes.
 //   odd:  the file is written under its own key's name in a private directory, then
-//         inspect_file, read_key_text, verify_file and load_file run on it; each returns a
-//         status (never crashes); load_file only succeeds on a file verify_file accepts.
+//         inspect_file, read_key_text, verify_file, read_tool_map and load_file run on it; each
+//         returns a status (never crashes); load_file only succeeds on a file verify_file
+//         accepts, and then read_tool_map gives the map it loaded.
 // Seeds: tests/fuzz/seeds-kv/ (a payload and a file of a few tokens), regenerated with
 //   MAGNETAR_FUZZ_WRITE_SEEDS=DIR build-fuzz/bin/fuzz_kv -runs=0
 #include <unistd.h>
@@ -113,7 +114,12 @@ void check_file(const uint8_t* data, size_t size) {
     kvstore::file_info info;
     (void)kvstore::inspect_file(path, &info);
     const bool verified = kvstore::verify_file(path, &info).ok();
-    const bool loaded = kvstore::load_file(path, *g_session, g_id).ok();
+    // The map alone (a restarting server's preload) never crashes; on a verified file it is
+    // the map a full load gives.
+    kvstore::tool_map alone, full;
+    const bool map_read = kvstore::read_tool_map(path, &alone).ok();
+    const bool loaded = kvstore::load_file(path, *g_session, g_id, nullptr, &full).ok();
+    if (loaded && (!map_read || alone != full)) fail("read_tool_map differs from load_file");
     if (loaded && !verified) fail("load_file took a file verify_file refuses");
     if (!loaded && g_session->n_past() != 0) fail("a refused file left a timeline behind");
     fs::remove(path);

@@ -131,6 +131,60 @@ TEST(KvFile, SaveLoadContinuesBitIdentically) {
     EXPECT_EQ(c->n_past(), 0);
 }
 
+// The tool-id map alone (what a restarting server preloads for exact replay): read without the
+// payload, the same entries as a full load, oldest-used file first across files; a file without
+// a map gives none; a damaged map is an error naming it, and stored_tools() skips that file.
+TEST(KvFile, ToolMapsAreReadWithoutThePayload) {
+    env e;
+    store st = e.open();
+    auto a = e.session();
+    ASSERT_TRUE(a->eval(head(120)).ok());
+    const tool_map first = {{"call_1", "<dsml>one</dsml>"}, {"call_2", "<dsml>one</dsml>"}};
+    ASSERT_TRUE(st.save(*a, key_for(120), save_reason::cold, 0, &first));
+    ASSERT_TRUE(a->eval(std::vector<int32_t>(seq().begin() + 120, seq().begin() + 160)).ok());
+    ASSERT_TRUE(st.save(*a, key_for(160), save_reason::continued));  // no map
+    ASSERT_TRUE(a->eval(std::vector<int32_t>(seq().begin() + 160, seq().begin() + 200)).ok());
+    const tool_map second = {{"toolu_9", "<dsml>nine</dsml>"}};
+    ASSERT_TRUE(st.save(*a, key_for(200), save_reason::continued, 0, &second));
+
+    std::string p120, p160, p200;
+    for (const file_info& fi : st.entries()) {
+        if (fi.header.tokens == 120) p120 = fi.path;
+        if (fi.header.tokens == 160) p160 = fi.path;
+        if (fi.header.tokens == 200) p200 = fi.path;
+    }
+    tool_map got;
+    ASSERT_TRUE(read_tool_map(p120, &got).ok());
+    EXPECT_EQ(got, first);
+    ASSERT_TRUE(read_tool_map(p160, &got).ok());
+    EXPECT_TRUE(got.empty());
+    ASSERT_TRUE(read_tool_map(p200, &got).ok());
+    EXPECT_EQ(got, second);
+
+    // A restart sees both maps; the file used last comes last.
+    ASSERT_TRUE(touch_file(p120, unix_now() + 100).ok());
+    store again = e.open();
+    tool_map all = again.stored_tools();
+    tool_map want = second;
+    want.insert(want.end(), first.begin(), first.end());
+    EXPECT_EQ(all, want);
+
+    // A count beyond the section: refused by name, skipped by the store.
+    {
+        std::fstream f(p200, std::ios::in | std::ios::out | std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const size_t at = bytes.rfind("KTM\x01");
+        ASSERT_NE(at, std::string::npos);
+        f.seekp(static_cast<std::streamoff>(at + 4));
+        const char big[4] = {0x10, 0, 0, 0};
+        f.write(big, 4);
+    }
+    const status bad = read_tool_map(p200, &got);
+    EXPECT_FALSE(bad.ok());
+    EXPECT_NE(bad.message().find("damaged tool-id map"), std::string::npos) << bad.message();
+    EXPECT_EQ(again.stored_tools(), first);
+}
+
 TEST(KvFile, LongestPrefixWinsAndShortOnesAreIgnored) {
     env e;
     store st = e.open(1ull << 30, 64);

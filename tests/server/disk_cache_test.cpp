@@ -6,12 +6,14 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kvstore/kv_file.h"
 #include "magnetar/engine.h"
 #include "server/server.h"
 #include "support/default_engine.h"
@@ -136,6 +138,91 @@ TEST(ServerDiskCache, ConversationSurvivesARestart) {
     const std::string m = metrics(srv.port());
     EXPECT_EQ(metric(m, "magnetar_disk_cache_hits_total"), 1) << m;
     EXPECT_GE(metric(m, "magnetar_disk_cache_loaded_tokens_total"), prompt1 - 8);
+    srv.stop();
+}
+
+// A tool-call turn saved to disk keeps its call ids with the sampled DSML (the file's tool map):
+// after a restart the client's replayed history re-renders the sampled bytes (here "&amp;",
+// which the canonical writer would spell "&"), so everything up to the tool result is restored
+// instead of stopping where the canonical block differs.
+TEST(ServerDiskCache, ToolCallReplaySurvivesARestart) {
+    if (!engine()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";
+    temp_dir dir;
+    const json tools = json::array(
+        {json{{"type", "function"},
+              {"function",
+               {{"name", "get_weather"},
+                {"parameters",
+                 {{"type", "object"},
+                  {"properties",
+                   {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}}}}}}}});
+    const std::string dsml =
+        "Let me check.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+        "<｜DSML｜parameter name=\"city\" string=\"true\">Paris &amp; Lyon</｜DSML｜parameter>\n"
+        "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
+        "</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+    const json first = json{{"role", "user"}, {"content", long_text()}};
+    json body = request({first});
+    body["tools"] = tools;
+    body["max_tokens"] = 200;
+    body["x_magnetar_forced_output"] = dsml;
+    server_options o = options(dir.path);
+    o.test_hooks = true;
+    json a;
+    {
+        server srv(*engine(), o);
+        ASSERT_TRUE(srv.start());
+        a = post(srv.port(), body);
+        srv.stop();  // the live session, tool call included, is saved ("shutdown")
+    }
+    const json& msg = a["choices"][0]["message"];
+    ASSERT_EQ(a["choices"][0]["finish_reason"], "tool_calls") << a.dump();
+    const int64_t p1 = a["usage"]["prompt_tokens"], c1 = a["usage"]["completion_tokens"];
+    json next = request({first, msg,
+                         json{{"role", "tool"},
+                              {"tool_call_id", msg["tool_calls"][0]["id"]},
+                              {"content", "sunny"}}});
+    next["tools"] = tools;
+    next["max_tokens"] = 2;
+    server srv(*engine(), o);
+    ASSERT_TRUE(srv.start());
+    const json b = post(srv.port(), next);
+    EXPECT_GE(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), p1 + c1)
+        << b.dump();
+    srv.stop();
+}
+
+// Continued saves go on during a long reply: with an interval of 64 tokens, a short prompt
+// and a 200-token reply leave files at the multiples of 64 that the reply crossed.
+TEST(ServerDiskCache, ContinuedSavesDuringALongReply) {
+    if (!engine()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";
+    temp_dir dir;
+    server_options o = options(dir.path);
+    o.test_hooks = true;
+    o.disk.continued_interval = 64;
+    o.disk.boundary_align = 0;
+    o.disk.cold_max_tokens = 0;
+    std::string words;
+    for (int i = 0; i < 120; ++i) words += " w" + std::to_string(i);
+    json body = request({json{{"role", "user"}, {"content", "Count."}}});
+    body["max_tokens"] = 200;
+    body["x_magnetar_forced_output"] = words;
+    server srv(*engine(), o);
+    ASSERT_TRUE(srv.start());
+    const json a = post(srv.port(), body);
+    const int64_t p = a["usage"]["prompt_tokens"], c = a["usage"]["completion_tokens"];
+    ASSERT_LT(p, 64);
+    ASSERT_GT(p + c, 192) << a.dump();
+    std::vector<uint32_t> saved;
+    for (const auto& e : fs::directory_iterator(dir.path)) {
+        kvstore::file_info fi;
+        if (e.path().extension() == ".kv" && kvstore::inspect_file(e.path(), &fi).ok()) {
+            EXPECT_EQ(fi.header.reason, kvstore::save_reason::continued);
+            saved.push_back(fi.header.tokens);
+        }
+    }
+    std::sort(saved.begin(), saved.end());
+    EXPECT_EQ(saved, (std::vector<uint32_t>{64, 128, 192})) << a.dump();
     srv.stop();
 }
 

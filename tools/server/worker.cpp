@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "server/syntax_tracker.h"
@@ -100,6 +101,11 @@ worker::worker(const Engine& engine, const worker_options& opts)
         if (opts_.disk.log)
             log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
         disk_ = std::make_unique<kvstore::store>(ko, id, log);
+        // Exact replay across restarts: the tool ids saved with the files (protocol §3.7).
+        if (opts_.exact_replay) {
+            for (const auto& [tool_id, dsml] : disk_->stored_tools())
+                replay_.remember({tool_id}, dsml, chat::replay_source::disk);
+        }
     }
     thread_ = std::thread([this] { loop(); });
 }
@@ -148,7 +154,18 @@ void worker::disk_save_current(kvstore::save_reason why) {
     const int64_t n = session_->n_past();
     if (!disk() || n < opts_.disk.min_tokens) return;
     const std::string key = tok_.decode(session_->tokens());
-    if (disk_->save(*session_, key, why)) {
+    // The tool ids whose sampled DSML the saved text holds: exact replay of those calls then
+    // survives a restart (a client replaying the history re-renders the same bytes).
+    // Ids share blocks: each distinct block is searched once.
+    kvstore::tool_map tools;
+    std::unordered_map<const std::string*, bool> held;
+    for (const chat::replay_entry& e : replay_.entries()) {
+        if (!e.block || e.block->empty()) continue;
+        auto [it, fresh] = held.try_emplace(e.block.get(), false);
+        if (fresh) it->second = key.find(*e.block) != std::string::npos;
+        if (it->second) tools.emplace_back(e.id, *e.block);
+    }
+    if (disk_->save(*session_, key, why, 0, tools.empty() ? nullptr : &tools)) {
         stats_.disk_saves++;
         disk_last_saved_ = std::max(disk_last_saved_, n);
     }
@@ -612,6 +629,10 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
 
     finish_reason finish = finish_reason::length;
     int64_t& n_gen = real.n_gen;
+    const int64_t continued = disk() ? continued_step(opts_.disk) : 0;
+    int64_t next_continued =
+        continued > 0 ? (std::max(disk_last_saved_, session_->n_past()) / continued + 1) * continued
+                      : 0;
     for (;;) {
         if (n_gen >= r.max_tokens) break;
         if (j.cancel || abort_) {
@@ -693,6 +714,13 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
                                                              : finish_reason::error;
                 res->error = st.message();
                 break;
+            }
+            // Continued saves go on while a long reply is generated (protocol §6.6): each time
+            // the position crosses a multiple of the interval.
+            // Tried once per crossing, saved or not (a full budget is not retried per token).
+            if (continued > 0 && session_->n_past() >= next_continued) {
+                disk_save_current(kvstore::save_reason::continued);
+                next_continued = (session_->n_past() / continued + 1) * continued;
             }
         }
         if (t.tool_done) {
