@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -163,6 +164,30 @@ TEST(ChatPlain, PipedInputAndErrors) {
         ++n;
     }
     EXPECT_EQ(n, 2u) << out;
+}
+
+// -b / --batch-size (the prefill chunk) on chat as on run: a different chunk, the same replies.
+TEST(ChatPlain, BatchSizeKeepsTheReplies) {
+    auto replies = [](const std::string& flags) {
+        std::string out;
+        const std::string cmd = "printf 'hello there\\nand again\\n' | " + test::magnetar_bin() +
+                                " chat -m " + cli_tiny_model() + " -t 2 -c 1024 -n 6 --temp 0 " +
+                                flags + " 2>/dev/null";
+        EXPECT_EQ(test::run_command(cmd, &out), 0) << out;
+        // Without the timing lines (their rates differ run to run).
+        std::istringstream in(out);
+        std::string kept;
+        for (std::string line; std::getline(in, line);)
+            if (line.rfind("prefill: ", 0) != 0) kept += line + "\n";
+        return kept;
+    };
+    const std::string plain = replies("");
+    EXPECT_FALSE(plain.empty());
+    EXPECT_EQ(replies("-b 3"), plain);
+    EXPECT_EQ(replies("--batch-size 5"), plain);
+    std::string out;
+    EXPECT_NE(test::run_command(test::magnetar_bin() + " chat -b 0 2>&1", &out), 0);
+    EXPECT_NE(out.find("magnetar chat: --chunk: 0 is out of range"), std::string::npos) << out;
 }
 
 TEST(ChatPlain, ClearSystemContinuationAndTheOverflowHint) {

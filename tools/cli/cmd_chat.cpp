@@ -185,6 +185,7 @@ class chat {
         session_.reset();
         session_options so;
         so.n_ctx = f_.n_ctx;
+        so.chunk_size = f_.chunk;
         so.mtp_logits = mtp_probe(f_, engine_);
         so.drafts = f_.engine.mtp_draft >= 2;
         check(engine_.create_session(so, &session_));

@@ -35,7 +35,6 @@ struct args {
     std::string dump_logprobs;
     int logprobs_top_k = 20;
     std::string perplexity_file;
-    int64_t chunk = 2048;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -56,7 +55,7 @@ int run_tokens(const args& a) {
         n_predict > kDefaultCtx ? kDefaultCtx : static_cast<int64_t>(prompt.size()) + n_predict;
     so.n_ctx = a.f.ctx_opt->count() > 0 ? a.f.n_ctx : want;
     n_predict = std::min<int64_t>(n_predict, so.n_ctx - static_cast<int64_t>(prompt.size()));
-    so.chunk_size = a.chunk;
+    so.chunk_size = a.f.chunk;
     std::unique_ptr<Session> session;
     check(engine->create_session(so, &session));
 
@@ -134,7 +133,7 @@ int run_text(const args& a) {
     const std::vector<int32_t> prompt = prompt_ids(*engine, a, text);
     session_options so;
     so.n_ctx = a.f.n_ctx;
-    so.chunk_size = a.chunk;
+    so.chunk_size = a.f.chunk;
     so.mtp_logits = mtp_probe(a.f, *engine);
     so.drafts = a.f.engine.mtp_draft >= 2;
     std::unique_ptr<Session> session;
@@ -225,9 +224,6 @@ action setup(CLI::App& sub) {
                    "--temp is given, no stop token, -n defaults to 32)")
         ->check(CLI::ExistingFile);
     add_common_flags(sub, a->f);
-    sub.add_option("--chunk,-b,--batch-size", a->chunk, "Prefill chunk size")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
     sub.add_flag("--dump-tokens", a->dump_tokens,
                  "Print the prompt's token ids as written (rendered-chat tokenization, no "
                  "template) and exit");

@@ -134,6 +134,10 @@ void add_common_flags(CLI::App& sub, common_flags& f) {
     f.ctx_opt = sub.add_option("-c,--ctx,--ctx-size", f.n_ctx, "Context size in tokens")
                     ->capture_default_str()
                     ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
+    sub.add_option("--chunk,-b,--batch-size", f.chunk,
+                   "Prefill chunk: prompt tokens per forward pass")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     sub.add_option("-t,--threads", f.threads, "Threads (default: one per physical core)")
         ->check(CLI::PositiveNumber);
     add_engine_flags(sub, f.engine);

@@ -36,6 +36,7 @@ inline constexpr const char* kDefaultSystem = "You are a helpful assistant";
 struct common_flags {
     std::string model;
     int64_t n_ctx = kDefaultCtx;
+    int64_t chunk = 2048;  // -b: prefill chunk (tokens per forward pass)
     int threads = 0;
     int64_t n_predict = 50000;  // -1: until EOS or the context is full (predict_limit)
     bool ignore_eos = false;
@@ -50,7 +51,8 @@ struct common_flags {
     engine_flags engine;
 };
 
-// -m, -c/--ctx/--ctx-size, -t, -n, --temp, --top-k, --top-p, --min-p, --seed, --ignore-eos,
+// -m, -c/--ctx/--ctx-size, -b/--batch-size, -t, -n, --temp, --top-k, --top-p, --min-p, --seed,
+// --ignore-eos,
 // --system (-sys), --think / --think-max / --nothink, and the engine, MTP and steering flags.
 void add_common_flags(CLI::App& sub, common_flags& f);
 // The sampling flags (--temp, --top-k, --top-p, --min-p, --seed, the penalties) into `p`, with
