@@ -303,8 +303,9 @@ void reader::read_into_memory(const open_options& o) {
     const auto n = static_cast<size_t>(size_);
     void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
+        const int err = errno;
         throw Error(strfmt("%s: cannot allocate %s to read the file into: %s", path_.c_str(),
-                           human_bytes(size_).c_str(), std::strerror(errno)));
+                           human_bytes(size_).c_str(), std::strerror(err)));
     }
     auto* dst = static_cast<uint8_t*>(p);
     try {
@@ -314,8 +315,9 @@ void reader::read_into_memory(const open_options& o) {
                 ::pread(fd_, dst + done, std::min(kChunk, n - done), static_cast<off_t>(done));
             if (got < 0 && errno == EINTR) continue;
             if (got < 0) {
+                const int err = errno;
                 throw Error(strfmt("%s: read error at byte %zu: %s", path_.c_str(), done,
-                                   std::strerror(errno)));
+                                   std::strerror(err)));
             }
             if (got == 0) {
                 throw Error(

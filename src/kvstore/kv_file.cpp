@@ -572,9 +572,13 @@ status read_tool_map(const std::string& path, tool_map* out) {
     fd_guard f(open_regular(path, O_RDONLY, &st));
     if (f.fd < 0) return st;
     std::vector<uint8_t> bytes(static_cast<size_t>(n));
-    if (::pread(f.fd, bytes.data(), bytes.size(), static_cast<off_t>(at)) !=
-        static_cast<ssize_t>(bytes.size()))
-        return bad(path, "truncated tool-id map");
+    for (size_t done = 0; done < bytes.size();) {
+        const ssize_t got =
+            ::pread(f.fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return bad(path, "truncated tool-id map");
+        done += static_cast<size_t>(got);
+    }
     return parse_tool_map(path, bytes.data(), bytes.size(), out);
 }
 

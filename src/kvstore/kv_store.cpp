@@ -183,7 +183,7 @@ std::vector<file_info> store::entries() const {
     return out;
 }
 
-tool_map store::stored_tools() const {
+void store::stored_tools(const std::function<void(tool_map& map)>& per_file) const {
     std::vector<const file_info*> with_map;
     for (const auto& [p, fi] : index_) {
         if (fi.header.ext & k_ext_tool_map) with_map.push_back(&fi);
@@ -191,16 +191,14 @@ tool_map store::stored_tools() const {
     std::sort(with_map.begin(), with_map.end(), [](const file_info* a, const file_info* b) {
         return a->header.last_used < b->header.last_used;
     });
-    tool_map out;
     for (const file_info* fi : with_map) {
         tool_map one;
         if (const status st = read_tool_map(fi->path, &one); !st.ok()) {
             log("kv store: tool-id map skipped: " + st.message());
             continue;
         }
-        for (auto& e : one) out.push_back(std::move(e));
+        per_file(one);
     }
-    return out;
 }
 
 uint64_t store::total_bytes() const {

@@ -81,10 +81,11 @@ class store {
     bool remove(const std::string& path, const std::string& why);
 
     std::vector<file_info> entries() const;
-    // The tool-id maps of the indexed files (oldest use first, so that the most recently used
-    // files' entries are remembered last), for exact DSML replay across restarts. A file whose
-    // map cannot be read is logged and skipped (the file itself stays).
-    tool_map stored_tools() const;
+    // Hands the tool-id map of each indexed file that has one to `per_file`, one file at a
+    // time (oldest use first, so that the most recently used files' entries come last), for
+    // exact DSML replay across restarts. A file whose map cannot be read is logged and skipped
+    // (the file itself stays).
+    void stored_tools(const std::function<void(tool_map& map)>& per_file) const;
     uint64_t total_bytes() const;
     const store_options& options() const { return opts_; }
     // Deletes the lowest-scoring entries until the total fits the budget; `protect` (a path)

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/response_store.h"
 #include "server/server.h"
 #include "server/server_fixture.h"
 
@@ -390,6 +391,27 @@ TEST(Server, ResponsesItemReferences) {
     bad["input"][1] = json{{"type", "item_reference"}};
     post_json(port, "/v1/responses", bad, &st);
     EXPECT_EQ(st, 400);
+}
+
+// The item index of the response store: an id held by several responses (an item_reference
+// resolved and stored again by the response that used it) stays until the last of them is
+// evicted.
+TEST(ResponseStore, SharedItemIdsLiveWithTheirLastHolder) {
+    response_store st(2);
+    const json fc = {{"type", "function_call"}, {"id", "fc_1"}, {"name", "f"}};
+    st.put("resp_1", "", json::array(), json{{"output", json::array({fc})}});
+    st.put("resp_2", "resp_1", json::array({fc}), json{{"output", json::array()}});
+    json got;
+    st.put("resp_3", "resp_2", json::array(), json{{"output", json::array()}});  // evicts resp_1
+    ASSERT_TRUE(st.item("fc_1", &got));
+    EXPECT_EQ(got, fc);
+    st.put("resp_4", "resp_3", json::array(), json{{"output", json::array()}});  // evicts resp_2
+    EXPECT_FALSE(st.item("fc_1", &got));
+    // A repeated response id is not stored twice and takes nothing away.
+    const json fc2 = {{"type", "function_call"}, {"id", "fc_2"}};
+    st.put("resp_4", "", json::array({fc2}), json{{"output", json::array()}});
+    EXPECT_FALSE(st.item("fc_2", &got));
+    EXPECT_EQ(st.size(), 2u);
 }
 
 TEST(Server, ResponsesValidationErrors) {

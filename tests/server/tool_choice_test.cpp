@@ -77,6 +77,14 @@ TEST(ToolChoice, ChatRequiredAndNamed) {
     EXPECT_EQ(c["choices"][0]["message"]["reasoning_content"], "ponder");
     expect_weather_call(c["choices"][0]["message"]);
 
+    // A stop sequence is matched in the model's text, not in the forced opening (a stop
+    // "\n\n" would otherwise end the reply before the call).
+    json stopped = chat_request("required", kAfterBlock);
+    stopped["stop"] = json::array({"\n\n"});
+    json s = post_json(port, "/v1/chat/completions", stopped, &st);
+    ASSERT_EQ(st, 200) << s.dump();
+    expect_weather_call(s["choices"][0]["message"]);
+
     // Without the forced start the same continuation is no call at all.
     json d = post_json(port, "/v1/chat/completions", chat_request("auto", kAfterInvoke), &st);
     ASSERT_EQ(st, 200) << d.dump();

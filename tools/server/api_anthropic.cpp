@@ -353,8 +353,15 @@ messages_request read_messages(context& ctx, const json& body, bool for_counting
     if (auto tc = body.find("tool_choice"); tc != body.end() && tc->is_object()) {
         const std::string type = tc->value("type", std::string());
         if (type == "any") r.forced_call = forced_call_for(tools, "", "tool_choice");
-        if (type == "tool")
-            r.forced_call = forced_call_for(tools, tc->value("name", std::string()), "tool_choice");
+        if (type == "tool") {
+            const std::string name = tc->value("name", std::string());
+            if (name.empty()) {
+                api_error e(400, "tool_choice: type \"tool\" needs the tool's name");
+                e.param = "tool_choice";
+                throw e;
+            }
+            r.forced_call = forced_call_for(tools, name, "tool_choice");
+        }
     }
     if (!for_counting) {
         mr.stream = opt_bool(body, "stream").value_or(false);

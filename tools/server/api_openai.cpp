@@ -442,7 +442,8 @@ void handle_chat_completions(context& ctx, const httplib::Request& req, httplib:
     if (auto tc = body.find("tool_choice"); tc != body.end()) {
         if (tc->is_string() && *tc == "required") {
             r.forced_call = forced_call_for(tools, "", "tool_choice");
-        } else if (tc->is_object()) {
+        } else if (tc->is_object() && tc->value("type", std::string()) == "function") {
+            // (Other object kinds, such as allowed_tools, leave the choice to the model.)
             std::string name;
             if (auto fn = tc->find("function"); fn != tc->end() && fn->is_object())
                 name = fn->value("name", std::string());

@@ -333,14 +333,11 @@ void submit_or_throw(context& ctx, const std::shared_ptr<job>& j) {
     }
 }
 
-api_error failure_error(const gen_result& r, const char* param) {
+api_error failure_error(const context& ctx, const gen_result& r, const char* param,
+                        api_style style) {
     if (r.out_of_memory) return api_error(503, r.error, "server_error");
-    if (r.error.rfind("prompt has", 0) == 0) {
-        api_error e(400, r.error);
-        e.param = param;
-        e.code = "context_length_exceeded";
-        return e;
-    }
+    if (r.context_overflow)
+        return context_error(r.usage.prompt_tokens, ctx.opts.n_ctx, param, style);
     return api_error(500, r.error.empty() ? "generation failed" : r.error, "server_error");
 }
 
@@ -388,6 +385,7 @@ std::string request_log_line(const httplib::Request& req, const httplib::Respons
             j["finish"] = finish_reason_name(t.finish);
         }
         j["total_s"] = timed ? json(total) : json(nullptr);
+        if (t.client_gone) j["client_gone"] = true;
         return j.dump();
     }
     std::string line =
@@ -409,6 +407,7 @@ std::string request_log_line(const httplib::Request& req, const httplib::Respons
         line += buf;
     }
     if (t.generated) line += std::string(" ") + finish_reason_name(t.finish);
+    if (t.client_gone) line += " client gone";
     return line;
 }
 
@@ -436,7 +435,7 @@ void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res
             return;
         }
         if (r.finish == finish_reason::error && r.engine_failed_before_output) {
-            send_error(res, style, failure_error(r, "messages"));
+            send_error(res, style, failure_error(ctx, r, "messages", style));
             return;
         }
         res.status = 200;
@@ -446,8 +445,15 @@ void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res
     res.set_header("Cache-Control", "no-cache");
     const int keepalive_s = ctx.opts.keepalive_s;
     http_stats* stats = &ctx.stats;
+    const int64_t n_ctx = ctx.opts.n_ctx;
+    // A prompt that outgrew the context in the worker (re-tokenized after a reuse): the
+    // wording of make_job's refusal.
+    auto overflow_text = [n_ctx, style](const gen_result& r) -> std::string {
+        return context_error(r.usage.prompt_tokens, n_ctx, "messages", style).what();
+    };
     res.set_chunked_content_provider(
-        "text/event-stream", [j, fmt, fd, keepalive_s, stats](size_t, httplib::DataSink& sink) {
+        "text/event-stream",
+        [j, fmt, fd, keepalive_s, stats, overflow_text](size_t, httplib::DataSink& sink) {
             std::string out;
             auto last_write = steady_clock::now();
             auto flush = [&]() {
@@ -474,7 +480,7 @@ void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res
                     const gen_result& r = j->result();
                     trace_result(r);
                     if (r.finish == finish_reason::error && r.engine_failed_before_output) {
-                        fmt->error(r.error, out);
+                        fmt->error(r.context_overflow ? overflow_text(r) : r.error, out);
                     } else if (r.finish != finish_reason::cancelled) {
                         fmt->finish(r, out);
                     }
@@ -493,8 +499,7 @@ void serve_job(context& ctx, const httplib::Request& req, httplib::Response& res
             // The client went away: stop the generation; the job finishes on its own.
             j->cancel = true;
             stats->disconnects++;
-            current_trace().generated = true;
-            current_trace().finish = finish_reason::cancelled;
+            current_trace().client_gone = true;
             return false;
         });
 }

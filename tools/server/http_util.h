@@ -185,6 +185,7 @@ struct request_trace {
     gen_usage usage;
     double first_token_s = -1;  // from the job's submission; < 0: no token
     finish_reason finish = finish_reason::stop;
+    bool client_gone = false;  // the client left before the reply was complete
 };
 request_trace& current_trace();
 

@@ -1,6 +1,7 @@
 // In-memory memory of recent Responses: see response_store.h.
 #include "server/response_store.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace magnetar::server {
@@ -30,21 +31,30 @@ void response_store::put(const std::string& id, const std::string& previous, jso
     if (!previous.empty()) {
         if (auto it = map_.find(previous); it != map_.end()) e->parent = it->second;
     }
+    if (map_.count(id)) return;  // ids are never reused; a repeat is not stored twice
     for (auto& [item_id, item] : named) {
-        e->item_ids.push_back(item_id);
-        items_[item_id] = std::move(item);
+        named_item& n = items_[item_id];
+        n.item = std::move(item);
+        if (std::find(e->item_ids.begin(), e->item_ids.end(), item_id) == e->item_ids.end()) {
+            e->item_ids.push_back(item_id);
+            ++n.refs;
+        }
     }
-    if (map_.emplace(id, e).second) {
-        order_.push_back(id);
-    } else {
-        for (const std::string& item_id : e->item_ids) items_.erase(item_id);
-    }
+    map_.emplace(id, e);
+    order_.push_back(id);
     while (map_.size() > max_entries_ && !order_.empty()) {
         if (auto it = map_.find(order_.front()); it != map_.end()) {
-            for (const std::string& item_id : it->second->item_ids) items_.erase(item_id);
+            release_items(*it->second);
             map_.erase(it);
         }
         order_.pop_front();
+    }
+}
+
+void response_store::release_items(const entry& e) {
+    for (const std::string& item_id : e.item_ids) {
+        auto it = items_.find(item_id);
+        if (it != items_.end() && --it->second.refs == 0) items_.erase(it);
     }
 }
 
@@ -52,7 +62,7 @@ bool response_store::item(const std::string& item_id, json* out) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = items_.find(item_id);
     if (it == items_.end()) return false;
-    *out = it->second;
+    *out = it->second.item;
     return true;
 }
 

@@ -49,8 +49,16 @@ class response_store {
     size_t max_entries_;
     mutable std::mutex mu_;
     std::unordered_map<std::string, std::shared_ptr<const entry>> map_;
-    std::deque<std::string> order_;                // insertion order, for eviction
-    std::unordered_map<std::string, json> items_;  // item id -> item, of the stored entries
+    std::deque<std::string> order_;  // insertion order, for eviction
+    // Item id -> the latest item of that id, and how many stored entries hold the id (a
+    // resolved item_reference is stored again by the response that used it): an id leaves
+    // with the last entry that holds it.
+    struct named_item {
+        json item;
+        size_t refs = 0;
+    };
+    std::unordered_map<std::string, named_item> items_;
+    void release_items(const entry& e);
 };
 
 }  // namespace magnetar::server

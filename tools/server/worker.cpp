@@ -103,12 +103,52 @@ worker::worker(const Engine& engine, const worker_options& opts)
         disk_ = std::make_unique<kvstore::store>(ko, id, log);
         // Exact replay across restarts: the tool ids saved with the files (protocol §3.7).
         if (opts_.exact_replay) {
-            for (const auto& [tool_id, dsml] : disk_->stored_tools())
-                replay_.remember({tool_id}, dsml, chat::replay_source::disk);
+            disk_->stored_tools([this](kvstore::tool_map& map) {
+                for (const auto& [tool_id, dsml] : map)
+                    replay_.remember({tool_id}, dsml, chat::replay_source::disk);
+            });
         }
     }
     thread_ = std::thread([this] { loop(); });
 }
+
+namespace {
+
+// The exact-replay entries whose block occurs in `text`. The text's blocks are found by their
+// markers (each DSML variant), with and without a leading "\n\n" (what a remembered block
+// starts with when the model wrote one), and looked up by content: linear in the text and in
+// the entries, whatever their number.
+kvstore::tool_map tools_in_text(const chat::replay_map& replay, std::string_view text) {
+    const std::vector<chat::replay_entry> entries = replay.entries();  // keeps the blocks alive
+    std::unordered_map<std::string_view, std::vector<const std::string*>> by_block;
+    for (const chat::replay_entry& e : entries) {
+        if (e.block && !e.block->empty()) by_block[*e.block].push_back(&e.id);
+    }
+    kvstore::tool_map out;
+    if (by_block.empty()) return out;
+    for (const chat::dsml_variant v :
+         {chat::dsml_variant::full, chat::dsml_variant::short_form, chat::dsml_variant::plain}) {
+        const std::string infix(chat::dsml_infix(v));
+        const std::string open = "<" + infix + "tool_calls>", close = "</" + infix + "tool_calls>";
+        for (size_t at = text.find(open); at != std::string_view::npos;) {
+            const size_t shut = text.find(close, at + open.size());
+            if (shut == std::string_view::npos) break;
+            const size_t end = shut + close.size();
+            for (const size_t begin :
+                 {at >= 2 && text.substr(at - 2, 2) == "\n\n" ? at - 2 : at, at}) {
+                const auto hit = by_block.find(text.substr(begin, end - begin));
+                if (hit == by_block.end()) continue;
+                for (const std::string* id : hit->second)
+                    out.emplace_back(*id, std::string(hit->first));
+                by_block.erase(hit);  // each block once
+            }
+            at = text.find(open, end);
+        }
+    }
+    return out;
+}
+
+}  // namespace
 
 void latency_histogram::observe(double seconds) {
     size_t b = 0;
@@ -156,15 +196,7 @@ void worker::disk_save_current(kvstore::save_reason why) {
     const std::string key = tok_.decode(session_->tokens());
     // The tool ids whose sampled DSML the saved text holds: exact replay of those calls then
     // survives a restart (a client replaying the history re-renders the same bytes).
-    // Ids share blocks: each distinct block is searched once.
-    kvstore::tool_map tools;
-    std::unordered_map<const std::string*, bool> held;
-    for (const chat::replay_entry& e : replay_.entries()) {
-        if (!e.block || e.block->empty()) continue;
-        auto [it, fresh] = held.try_emplace(e.block.get(), false);
-        if (fresh) it->second = key.find(*e.block) != std::string::npos;
-        if (it->second) tools.emplace_back(e.id, *e.block);
-    }
+    const kvstore::tool_map tools = tools_in_text(replay_, key);
     if (disk_->save(*session_, key, why, 0, tools.empty() ? nullptr : &tools)) {
         stats_.disk_saves++;
         disk_last_saved_ = std::max(disk_last_saved_, n);
@@ -348,6 +380,7 @@ void worker::run(job& j) {
                                                              : finish_reason::error;
             res.error = st.message();
             res.engine_failed_before_output = true;
+            res.context_overflow = st.code() == status_code::context_full;
         } else {
             generate(j, eo, &res);
             res.decode_s = std::chrono::duration<double>(clock_type::now() - t1).count();
@@ -410,12 +443,12 @@ status worker::sync_prompt(job& j, const eval_options& eo, gen_result* res) {
         }
     }
     if (eff.empty()) return {status_code::invalid_argument, "empty prompt"};
+    res->usage.prompt_tokens = static_cast<int64_t>(eff.size());
     if (static_cast<int64_t>(eff.size()) >= session_->n_ctx()) {
         return {status_code::context_full, "prompt has " + std::to_string(eff.size()) +
                                                " tokens, but the context size is " +
                                                std::to_string(session_->n_ctx()) + " tokens"};
     }
-    res->usage.prompt_tokens = static_cast<int64_t>(eff.size());
 
     // No live prefix worth keeping: persist the live session before it is replaced, then try
     // the disk for a longer stored prefix of this prompt (protocol §6.2 steps 8-9).
@@ -521,8 +554,12 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         size_t think_end;
         syntax_tracker tracker;
         int64_t n_gen = 0;
+        // tool_choice's forced opening is not the model's text: stop sequences are not matched
+        // in it (a stop "\n\n" would end the reply before the call it must make).
+        bool forcing = false;
+        size_t stop_from = 0;
     };
-    gen_view real{&raw, r.thinking ? std::string::npos : size_t{0}, {}, 0};
+    gen_view real{&raw, r.thinking ? std::string::npos : size_t{0}, {}, 0, false, 0};
     // Sampling parameters of the next token: greedy on DSML structure (visible text only),
     // without penalties there (a tool call's syntax repeats itself by design).
     auto params_of = [&r](gen_view& v) {
@@ -555,8 +592,9 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
             if (e != std::string::npos) v.think_end = e + 8;
         }
         // Stop sequences: the earliest match in the raw text (reasoning included).
-        if (max_stop > 0) {
-            const size_t from = before >= max_stop ? before - max_stop + 1 : 0;
+        if (max_stop > 0 && !v.forcing) {
+            const size_t from =
+                std::max(before >= max_stop ? before - max_stop + 1 : 0, v.stop_from);
             size_t best = std::string::npos;
             for (const auto& st : r.stops) {
                 const size_t m = text.find(st, from);
@@ -590,7 +628,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
     std::deque<ahead_token> ahead;
     std::vector<ahead_token> chosen;
     std::string sim_raw;
-    gen_view sim{&sim_raw, 0, {}, 0};
+    gen_view sim{&sim_raw, 0, {}, 0, false, 0};
     bool sim_end = false;     // the look-ahead reached the end of the generation
     bool sim_refuse = false;  // the latest choice must not be kept
     int64_t sim_pos = 0;      // session position of the latest choice
@@ -651,6 +689,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         } else {
             if (call_pos < call_start.size() && real.think_end != std::string::npos) {
                 tok = call_start[call_pos++];  // the visible reply opens the tool call
+                real.forcing = true;
             } else if (r.forced_output) {
                 tok = forced_pos < forced.size() ? forced[forced_pos++] : eos;
             } else {
@@ -674,6 +713,10 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         if (r.top_logprobs >= 0) res->logprobs.push_back(std::move(ti));
         if (real.think_end == std::string::npos) ++res->usage.reasoning_tokens;
         const taken t = take(real, tok, session_->n_past());
+        if (real.forcing) {
+            real.forcing = false;
+            real.stop_from = raw.size();
+        }
         emit(t.stopped || t.tool_done ? raw.size() : (raw.size() > hold ? raw.size() - hold : 0));
         if (t.stopped) {
             finish = finish_reason::stop;

@@ -87,7 +87,10 @@ struct gen_result {
     std::string error;                         // finish error: the message
     bool engine_failed_before_output = false;  // prefill failed: HTTP 500 if nothing sent yet
     bool out_of_memory = false;  // the job failed allocating: HTTP 503 (the server stays up)
-    std::string raw;             // generated text (cut at a stop sequence)
+    // The prompt as the session would hold it (re-tokenized after a reuse) does not fit the
+    // context: usage.prompt_tokens has its length. HTTP 400 context_length_exceeded.
+    bool context_overflow = false;
+    std::string raw;  // generated text (cut at a stop sequence)
     // Chat kinds: the authoritative split (content, reasoning) and the calls with ids.
     std::string content;
     std::optional<std::string> reasoning;
