@@ -572,13 +572,9 @@ status read_tool_map(const std::string& path, tool_map* out) {
     fd_guard f(open_regular(path, O_RDONLY, &st));
     if (f.fd < 0) return st;
     std::vector<uint8_t> bytes(static_cast<size_t>(n));
-    for (size_t done = 0; done < bytes.size();) {
-        const ssize_t got =
-            ::pread(f.fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return bad(path, "truncated tool-id map");
-        done += static_cast<size_t>(got);
-    }
+    if (::lseek(f.fd, static_cast<off_t>(at), SEEK_SET) < 0 ||
+        !read_all(f.fd, bytes.data(), bytes.size()))
+        return bad(path, "truncated tool-id map");
     return parse_tool_map(path, bytes.data(), bytes.size(), out);
 }
 

@@ -239,6 +239,17 @@ int port_of(const std::string& out) {
     return at == std::string::npos ? 0 : std::atoi(out.c_str() + at + 18);
 }
 
+// A greedy 4-token chat request whose prompt (60 short records) passes the disk cache's minimum.
+nlohmann::json long_prompt_request() {
+    std::string text;
+    for (int i = 0; i < 60; ++i) text += "Record " + std::to_string(i) + ": the quick brown fox. ";
+    return {{"model", "deepseek-v4-flash"},
+            {"messages", {{{"role", "user"}, {"content", text}}}},
+            {"max_tokens", 4},
+            {"thinking", false},
+            {"temperature", 0}};
+}
+
 // Under a file-size limit below one cache file, the cold save of a long prompt fails: the
 // server logs it and answers the request (without the fix SIGXFSZ killed it mid-request), no
 // temp file is left, and SIGTERM still stops it cleanly (its shutdown save fails the same way).
@@ -250,13 +261,7 @@ TEST(ServeDiskCache, FileSizeLimitFailsTheSaveNotTheRequest) {
             dir.path + "-stderr", 64 << 10);
     ASSERT_GT(c.pid, 0);
     ASSERT_TRUE(c.read_until("listening on port", 60)) << c.err();
-    std::string text;
-    for (int i = 0; i < 60; ++i) text += "Record " + std::to_string(i) + ": the quick brown fox. ";
-    const nlohmann::json body = {{"model", "deepseek-v4-flash"},
-                                 {"messages", {{{"role", "user"}, {"content", text}}}},
-                                 {"max_tokens", 4},
-                                 {"thinking", false},
-                                 {"temperature", 0}};
+    const nlohmann::json body = long_prompt_request();
     std::string answer;
     const int code = http_post(port_of(c.out_text), "/v1/chat/completions", body.dump(), &answer);
     EXPECT_EQ(code, 200) << "the server died? " << c.err();
@@ -277,13 +282,7 @@ TEST(ServeDiskCache, FileSizeLimitFailsTheSaveNotTheRequest) {
 // --log-disable leaves serve's stderr to errors: no start-up note, no disk-cache notes (the cold
 // save of a long prompt and the save at shutdown), while the same run without it prints both.
 TEST(ServeDiskCache, LogDisableSilencesTheNotes) {
-    std::string text;
-    for (int i = 0; i < 60; ++i) text += "Record " + std::to_string(i) + ": the quick brown fox. ";
-    const nlohmann::json body = {{"model", "deepseek-v4-flash"},
-                                 {"messages", {{{"role", "user"}, {"content", text}}}},
-                                 {"max_tokens", 4},
-                                 {"thinking", false},
-                                 {"temperature", 0}};
+    const nlohmann::json body = long_prompt_request();
     for (const bool quiet : {false, true}) {
         scratch_dir dir(quiet ? "logs-off" : "logs-on");
         std::vector<std::string> args = {"serve",

@@ -23,6 +23,7 @@
 #include "cli/bench_command.h"
 #include "cli/common.h"
 #include "cli/engine_flags.h"
+#include "cli/generation.h"
 #include "core/format.h"
 #include "core/progress.h"
 #include "magnetar/engine.h"
@@ -204,8 +205,7 @@ int run(const args& a) {
         eo.model_path = resolve_model_path(a.model);
         eo.n_threads = a.threads;
         apply_engine_flags(a.engine, eo);
-        if (const status st = Engine::load(eo, &engine); !st.ok())
-            throw std::runtime_error(st.message());
+        check(Engine::load(eo, &engine));
         server::server_options so;
         so.port = 0;
         so.n_ctx = a.n_ctx;

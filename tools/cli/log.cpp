@@ -26,10 +26,6 @@ void add_log_flags(CLI::App& sub) {
     verbose->excludes(quiet);
 }
 
-verbosity current_verbosity() {
-    return g_verbosity;
-}
-
 void set_verbosity(verbosity v) {
     g_verbosity = v;
 }

@@ -12,7 +12,6 @@ enum class verbosity { errors, normal, verbose };
 // --verbose and --log-disable (they exclude each other), setting the process's verbosity.
 void add_log_flags(CLI::App& sub);
 
-verbosity current_verbosity();
 void set_verbosity(verbosity v);
 // Whether notes are printed (not --log-disable).
 bool log_notes();

@@ -77,8 +77,9 @@ worker::worker(const Engine& engine, const worker_options& opts)
     const status st = engine.create_session(so, &s);
     if (!st.ok()) throw Error("serve: cannot create the session: " + st.message());
     session_ = std::move(s);
-    stats_.context_size = session_->memory().n_ctx;
-    stats_.kv_bytes = session_->memory().cache_bytes();
+    const session_memory mem = session_->memory();
+    stats_.context_size = mem.n_ctx;  // fixed for the worker's life
+    stats_.kv_bytes = mem.cache_bytes();
     if (!opts_.disk.dir.empty()) {
         kvstore::store_options ko;
         ko.dir = opts_.disk.dir;
@@ -415,7 +416,6 @@ void worker::run(job& j) {
         std::chrono::duration<double>(clock_type::now() - j.created).count());
     const session_memory mem = session_->memory();
     stats_.context_tokens = session_->n_past();
-    stats_.context_size = mem.n_ctx;
     stats_.kv_bytes = mem.cache_bytes() + mem.checkpoint_bytes;
     j.finish(std::move(res));
 }
@@ -554,12 +554,12 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         size_t think_end;
         syntax_tracker tracker;
         int64_t n_gen = 0;
-        // tool_choice's forced opening is not the model's text: stop sequences are not matched
-        // in it (a stop "\n\n" would end the reply before the call it must make).
-        bool forcing = false;
+        // Stop sequences are matched from here on (npos: not in this token). tool_choice's
+        // forced opening is not the model's text: a stop "\n\n" would end the reply before
+        // the call it must make.
         size_t stop_from = 0;
     };
-    gen_view real{&raw, r.thinking ? std::string::npos : size_t{0}, {}, 0, false, 0};
+    gen_view real{&raw, r.thinking ? std::string::npos : size_t{0}, {}, 0, 0};
     // Sampling parameters of the next token: greedy on DSML structure (visible text only),
     // without penalties there (a tool call's syntax repeats itself by design).
     auto params_of = [&r](gen_view& v) {
@@ -592,7 +592,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
             if (e != std::string::npos) v.think_end = e + 8;
         }
         // Stop sequences: the earliest match in the raw text (reasoning included).
-        if (max_stop > 0 && !v.forcing) {
+        if (max_stop > 0 && v.stop_from != std::string::npos) {
             const size_t from =
                 std::max(before >= max_stop ? before - max_stop + 1 : 0, v.stop_from);
             size_t best = std::string::npos;
@@ -628,7 +628,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
     std::deque<ahead_token> ahead;
     std::vector<ahead_token> chosen;
     std::string sim_raw;
-    gen_view sim{&sim_raw, 0, {}, 0, false, 0};
+    gen_view sim{&sim_raw, 0, {}, 0, 0};
     bool sim_end = false;     // the look-ahead reached the end of the generation
     bool sim_refuse = false;  // the latest choice must not be kept
     int64_t sim_pos = 0;      // session position of the latest choice
@@ -680,6 +680,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         int32_t tok;
         token_info ti;
         bool in_kv = false;
+        bool forced_call_token = false;
         const sampling_params p = params_of(real);
         if (!ahead.empty()) {
             tok = ahead.front().id;
@@ -689,7 +690,7 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         } else {
             if (call_pos < call_start.size() && real.think_end != std::string::npos) {
                 tok = call_start[call_pos++];  // the visible reply opens the tool call
-                real.forcing = true;
+                forced_call_token = true;
             } else if (r.forced_output) {
                 tok = forced_pos < forced.size() ? forced[forced_pos++] : eos;
             } else {
@@ -712,11 +713,9 @@ void worker::generate(job& j, const eval_options& eo, gen_result* res) {
         }
         if (r.top_logprobs >= 0) res->logprobs.push_back(std::move(ti));
         if (real.think_end == std::string::npos) ++res->usage.reasoning_tokens;
+        if (forced_call_token) real.stop_from = std::string::npos;
         const taken t = take(real, tok, session_->n_past());
-        if (real.forcing) {
-            real.forcing = false;
-            real.stop_from = raw.size();
-        }
+        if (forced_call_token) real.stop_from = raw.size();
         emit(t.stopped || t.tool_done ? raw.size() : (raw.size() > hold ? raw.size() - hold : 0));
         if (t.stopped) {
             finish = finish_reason::stop;
