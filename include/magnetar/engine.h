@@ -142,6 +142,15 @@ class Engine {
 
     const model_info& info() const;
     status create_session(const session_options& opts, std::unique_ptr<Session>* out) const;
+    // One decode step of several sessions of this engine: tokens[i] is evaluated at
+    // sessions[i]->n_past(), leaving each session exactly as sessions[i]->eval({tokens[i]})
+    // would (logits, MTP rows, checkpoints), bit for bit. DeepSeek V4 sessions of a single
+    // process share one forward pass, so every weight is read once for all of them; the others
+    // (V4.1, pipelined, an empty timeline with an MTP block) are evaluated one after another.
+    // The sessions must be distinct, each with room for one more token; nothing is evaluated
+    // when any argument is wrong. A failure inside the shared pass leaves its sessions empty
+    // (n_past 0).
+    status decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens) const;
 
     // Tokenization (protocol §1.6): plain text never yields a control token; rendered chat
     // text (`rendered` true) matches every special-token literal atomically.

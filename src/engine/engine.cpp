@@ -49,6 +49,11 @@ backend_choice choice_of(const engine_options& opts) {
 
 }  // namespace
 
+Engine::impl::~impl() {
+    if (be && steer_buffer) be->free_buffer(steer_buffer);
+    if (be && batch_buffer) be->free_buffer(batch_buffer);
+}
+
 Engine::Engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 Engine::~Engine() = default;
 

@@ -34,6 +34,13 @@ struct Engine::impl {
     // empty tensor for a layer without one). Sessions copy them with their own scales.
     void* steer_buffer = nullptr;
     std::vector<tensor> steer_dirs;
+    // Engine::decode_batch: the scratch of a batched step (grown to the largest batch) and the
+    // host rows of its logits.
+    void* batch_buffer = nullptr;
+    size_t batch_bytes = 0;
+    arena batch_ar;
+    std::vector<float> batch_logits;      // [rows, n_vocab]
+    std::vector<float> batch_mtp_logits;  // [rows, n_vocab]
 
     impl() = default;
     impl(const impl&) = delete;

@@ -46,10 +46,6 @@ std::string layer_list(const steering_file& f) {
 
 }  // namespace
 
-Engine::impl::~impl() {
-    if (be && steer_buffer) be->free_buffer(steer_buffer);
-}
-
 status load_steering(const engine_options& opts, Engine::impl& p) {
     if (opts.steering_file.empty()) return {};
     if (!valid_scale(opts.steering_ffn) || !valid_scale(opts.steering_attn)) {

@@ -78,7 +78,8 @@ class timeline_state {
     // [first, last]: rolling back over such a position needs the small state of before.
     virtual bool completes_block(int64_t first, int64_t last) const = 0;
 
-    // The V4 cache, for the pipelined (MPI) paths, which run V4 models only; null for V4.1.
+    // The V4 cache, for the pipelined (MPI) paths, which run V4 models only, and for batched
+    // decode steps (Engine::decode_batch); null for V4.1.
     virtual kv::cache* v4_cache() { return nullptr; }
 };
 

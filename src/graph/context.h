@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "backend/backend.h"
@@ -20,21 +21,31 @@ tensor weight_tensor(const weight& w);
 void tap_rows(backend::backend& be, dump_sink* dump, const std::string& name, int64_t p0,
               const tensor& t);
 
+// One sequence's rows of a pass: rows [row0, row0 + n) at positions p0 .. p0 + n - 1, whose
+// layer states are `cache`'s, steered by `steer` (null: not steered). A chunk is one sequence;
+// a batched decode step (forward::run_batch) is several sequences of one row each. Row-wise
+// ops run over all rows at once; position-dependent ones (RoPE, compressors, the indexer,
+// attention, the raw ring) run per sequence.
+struct seq_rows {
+    int64_t row0 = 0;
+    int64_t n = 0;
+    int64_t p0 = 0;
+    kv::cache* cache = nullptr;
+    const steering* steer = nullptr;
+};
+
 struct chunk_ctx {
     chunk_ctx(backend::backend& b, const hparams& h, arena& a) : be(b), hp(h), ar(a) {}
 
     backend::backend& be;
     const hparams& hp;
     arena& ar;
-    int64_t p0 = 0;  // position of row 0
-    int64_t n = 0;   // rows
-    tensor ids;      // [n] I32 token ids of the rows
+    int64_t p0 = 0;                  // position of row 0
+    int64_t n = 0;                   // rows
+    tensor ids;                      // [n] I32 token ids of the rows
+    std::span<const seq_rows> seqs;  // the sequences the rows belong to (in row order)
     dump_sink* dump = nullptr;
     std::string prefix;  // "blk.3." or "mtp." (set per layer while dumping)
-    // Directional steering of the current layer (set per layer; zero scales: none).
-    tensor steer_v;  // [D] F32
-    float steer_attn = 0.0f;
-    float steer_ffn = 0.0f;
 
     // Hands t [n, width] to the dump sink when prefix + what is wanted.
     void tap(const tensor& t, const char* what) const;
@@ -43,16 +54,14 @@ struct chunk_ctx {
 backend::rope_params rope_for(const hparams& hp, uint32_t ratio);
 backend::hc_params hc_for(const hparams& hp);
 
-// Sets c's steering fields for main layer il from req.steer (clears them when not steered).
-void set_layer_steering(chunk_ctx& c, const steering* steer, uint32_t il);
-
-// One transformer block: x [n, n_hc*D] is updated in place; t is scratch of the same shape.
-void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, const tensor& x,
+// One transformer block over the layer states il of c's sequences (il == n_layer: the MTP
+// block, never steered): x [n, n_hc*D] is updated in place; t is scratch of the same shape.
+void layer(const chunk_ctx& c, const layer_weights& lw, uint32_t il, const tensor& x,
            const tensor& t);
 
 // Attention sub-layer (spec §5.3): input the normed sub-layer input [n, D], output [n, D].
-// Updates the layer's raw ring, compressed rows and compressor frontiers.
-tensor attention(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, const tensor& x);
+// Updates each sequence's raw ring, compressed rows and compressor frontiers of layer il.
+tensor attention(const chunk_ctx& c, const layer_weights& lw, uint32_t il, const tensor& x);
 
 // MoE FFN sub-layer (spec §5.5): input [n, D], output routed + shared [n, D].
 tensor ffn(const chunk_ctx& c, const layer_weights& lw, const tensor& x);

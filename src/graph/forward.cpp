@@ -154,7 +154,7 @@ tensor ids_view(const tensor& ids, int64_t off, int64_t m) {
 
 // The MTP block over the rows of mc (positions mc.p0 ..): hs [m, n_hc*D] the input states,
 // mc.ids the tokens whose embeddings join them. Returns the block's output state [m, n_hc*D].
-tensor mtp_block(chunk_ctx& mc, const model_weights& w, kv::cache& cache, const tensor& hs) {
+tensor mtp_block(chunk_ctx& mc, const model_weights& w, const tensor& hs) {
     const hparams& hp = mc.hp;
     const mtp_weights& mw = *w.mtp;
     const int64_t hc_w = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
@@ -173,7 +173,7 @@ tensor mtp_block(chunk_ctx& mc, const model_weights& w, kv::cache& cache, const 
     tensor tm = mc.ar.alloc_f32(hc_w, m);  // [m, n_hc*D]
     mc.be.add(hproj, ep, reshape(xm, hp.n_embd, m * hp.n_hc), static_cast<int>(hp.n_hc));
 
-    layer(mc, mw.block, cache.layer(hp.n_layer), xm, tm);
+    layer(mc, mw.block, hp.n_layer, xm, tm);
     mc.prefix = "mtp.";
     return xm;
 }
@@ -207,9 +207,11 @@ chunk_result mtp(const chunk_ctx& c, const model_weights& w, kv::cache& cache, c
         mc.p0 = res.mtp_first_pos;
         mc.n = m;
         mc.ids = ids_view(c.ids, has_prev ? 0 : 1, m);
+        const seq_rows seq{0, m, mc.p0, &cache, nullptr};
+        mc.seqs = {&seq, 1};
         mc.dump = c.dump;
         mc.prefix = "mtp.";
-        const tensor xm = mtp_block(mc, w, cache, hs);
+        const tensor xm = mtp_block(mc, w, hs);
         head(mc, mtp_head(w), xm, req.mtp_logits, false, req.mtp_out);
     }
     c.be.copy(view_rows(x, c.n - 1, 1), cache.mtp_prev_hc());
@@ -222,18 +224,22 @@ chunk_result mtp(const chunk_ctx& c, const model_weights& w, kv::cache& cache, c
 // One transformer block
 // ---------------------------------------------------------------------------------------------
 
-void set_layer_steering(chunk_ctx& c, const steering* steer, uint32_t il) {
-    c.steer_attn = 0.0f;
-    c.steer_ffn = 0.0f;
-    if (!steer || !steer->active() || il >= steer->directions.size()) return;
-    const tensor& v = steer->directions[il];
-    if (!v) return;
-    c.steer_v = v;
-    c.steer_attn = steer->attn;
-    c.steer_ffn = steer->ffn;
+namespace {
+
+// Directional steering of the rows of y [n, D] (one sub-layer's output of layer il), each
+// sequence by its own scales; the MTP block (il == n_layer) has no direction.
+void steer_rows(const chunk_ctx& c, uint32_t il, const tensor& y, bool attn) {
+    for (const seq_rows& s : c.seqs) {
+        const steering* st = s.steer;
+        if (!st || !st->active() || il >= st->directions.size() || !st->directions[il]) continue;
+        const float scale = attn ? st->attn : st->ffn;
+        if (scale != 0.0f) c.be.project_out(view_rows(y, s.row0, s.n), st->directions[il], scale);
+    }
 }
 
-void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, const tensor& x,
+}  // namespace
+
+void layer(const chunk_ctx& c, const layer_weights& lw, uint32_t il, const tensor& x,
            const tensor& t) {
     const size_t mark = c.ar.mark();
     hc_mix mix;
@@ -242,8 +248,8 @@ void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, con
     const tensor xa =
         hc_pre_norm(c, {lw.hc_attn_fn, lw.hc_attn_scale, lw.hc_attn_base, lw.attn_norm}, x, &mix);
     c.tap(xa, "attn_norm");
-    const tensor a = attention(c, lw, st, xa);  // [n, D]
-    if (c.steer_attn != 0.0f) c.be.project_out(a, c.steer_v, c.steer_attn);
+    const tensor a = attention(c, lw, il, xa);  // [n, D]
+    steer_rows(c, il, a, true);
     c.tap(a, "attn_out");
     c.be.hc_post(hc_for(c.hp), x, a, mix.post, mix.comb, t);
     c.tap(t, "hc_ffn_in");
@@ -253,7 +259,7 @@ void layer(const chunk_ctx& c, const layer_weights& lw, kv::layer_state& st, con
         hc_pre_norm(c, {lw.hc_ffn_fn, lw.hc_ffn_scale, lw.hc_ffn_base, lw.ffn_norm}, t, &mix);
     c.tap(xf, "ffn_norm");
     const tensor f = ffn(c, lw, xf);  // [n, D]
-    if (c.steer_ffn != 0.0f) c.be.project_out(f, c.steer_v, c.steer_ffn);
+    steer_rows(c, il, f, false);
     c.tap(f, "ffn_out");
     c.be.hc_post(hc_for(c.hp), t, f, mix.post, mix.comb, x);
     c.tap(x, "out");
@@ -309,6 +315,8 @@ chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
     chunk_ctx c{be_, hp, ar};
     c.p0 = req.p0;
     c.n = req.n;
+    const seq_rows seq{0, req.n, req.p0, &cache, req.steer};
+    c.seqs = {&seq, 1};
     c.dump = dump;
     c.ids = ar.alloc(ggml_type::I32, req.n);  // [n]
     be_.upload(c.ids, req.tokens);
@@ -332,12 +340,10 @@ chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
             return res;
         }
         if (dump) c.prefix = strfmt("blk.%u.", il);
-        set_layer_steering(c, req.steer, il);
-        layer(c, w.layers[il], cache.layer(il), x, t);
+        layer(c, w.layers[il], il, x, t);
         ar.reset(mark);
     }
     c.prefix.clear();
-    set_layer_steering(c, nullptr, 0);
     if (l1 < hp.n_layer) {
         // Not the last stage: the HC state goes on to the next one.
         be_.download(x, req.hc_out);
@@ -352,6 +358,75 @@ chunk_result forward::run(const chunk_request& req, kv::cache& cache, arena& ar,
     chunk_result res;
     if (req.mtp && w.mtp) res = mtp(c, w, cache, x, req);
     return res;
+}
+
+size_t measure_batch_arena(const model& m, kv::cache& cache, int64_t rows, bool mtp) {
+    backend::null_backend nb;
+    forward probe(m, nb);
+    arena measuring = arena::measuring();
+    std::vector<batch_row> rs(static_cast<size_t>(rows), batch_row{1, 0, &cache, nullptr});
+    batch_request req;
+    req.rows = rs;
+    req.mtp = mtp;
+    req.mtp_logits = mtp;  // the null backend writes nothing to the host
+    probe.run_batch(req, measuring);
+    return measuring.peak();
+}
+
+void forward::run_batch(const batch_request& req, arena& ar) const {
+    const hparams& hp = m_.hp();
+    const model_weights& w = m_.weights();
+    const int64_t hc_w = static_cast<int64_t>(hp.n_hc) * hp.n_embd;
+    const int64_t n = static_cast<int64_t>(req.rows.size());
+    ar.reset();
+
+    std::vector<seq_rows> seqs;
+    std::vector<int32_t> toks;
+    seqs.reserve(req.rows.size());
+    toks.reserve(req.rows.size());
+    for (int64_t i = 0; i < n; ++i) {
+        const batch_row& r = req.rows[static_cast<size_t>(i)];
+        seqs.push_back({i, 1, r.pos, r.cache, r.steer});
+        toks.push_back(r.token);
+    }
+    chunk_ctx c{be_, hp, ar};
+    c.n = n;
+    c.seqs = seqs;
+    c.ids = ar.alloc(ggml_type::I32, n);  // [n]
+    be_.upload(c.ids, toks.data());
+    tensor x = ar.alloc_f32(hc_w, n);  // [n, n_hc*D] HC state
+    tensor t = ar.alloc_f32(hc_w, n);  // [n, n_hc*D] scratch state
+    be_.get_rows(weight_tensor(w.token_embd), c.ids, x, static_cast<int>(hp.n_hc));
+    const size_t mark = ar.mark();
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        layer(c, w.layers[il], il, x, t);
+        ar.reset(mark);
+    }
+    const head_weights hw{w.output_hc_fn, w.output_hc_scale, w.output_hc_base, w.output_norm,
+                          w.output};
+    head(c, hw, x, true, false, req.logits);
+    ar.reset(mark);
+    if (!req.mtp || !w.mtp) return;
+
+    // The MTP block's row i: row i's previous main state with the embedding of its token, at
+    // the position before it; the new main state then waits for the next token.
+    tensor hs = ar.alloc_f32(hc_w, n);  // [n, n_hc*D]
+    std::vector<seq_rows> mseqs = seqs;
+    for (int64_t i = 0; i < n; ++i) {
+        seq_rows& s = mseqs[static_cast<size_t>(i)];
+        MAGNETAR_ASSERT(s.p0 >= 1, "run_batch: an MTP row needs a previous position");
+        s.p0 -= 1;
+        s.steer = nullptr;
+        be_.copy(s.cache->mtp_prev_hc(), view_rows(hs, i, 1));
+    }
+    chunk_ctx mc{be_, hp, ar};
+    mc.n = n;
+    mc.ids = c.ids;
+    mc.seqs = mseqs;
+    const tensor xm = mtp_block(mc, w, hs);
+    head(mc, mtp_head(w), xm, req.mtp_logits, false, req.mtp_out);
+    for (int64_t i = 0; i < n; ++i)
+        be_.copy(view_rows(x, i, 1), seqs[static_cast<size_t>(i)].cache->mtp_prev_hc());
 }
 
 int32_t argmax_margin(const float* row, size_t n, float* margin) {
@@ -390,8 +465,10 @@ int forward::draft(const draft_request& req, kv::cache& cache, arena& ar) const 
         mc.p0 = req.p0 + k;
         mc.n = 1;
         mc.ids = ids;
+        const seq_rows seq{0, 1, mc.p0, &cache, nullptr};
+        mc.seqs = {&seq, 1};
         mc.prefix = "mtp.";
-        const tensor out = mtp_block(mc, w, cache, state);
+        const tensor out = mtp_block(mc, w, state);
         be_.copy(out, state);
         head(mc, mtp_head(w), out, false, true, req.logits);
         ar.reset(mark);

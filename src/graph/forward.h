@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,26 @@ struct draft_request {
     float* logits = nullptr;    // host [n_vocab] scratch (the latest step's MTP logits)
 };
 
+// One token of each of several sequences (sessions), evaluated as one pass: every weight is
+// read once for all of them, and each row's values are those a one-token chunk of its own
+// sequence gives, bit for bit (row-wise ops never depend on the number of rows).
+struct batch_row {
+    int64_t pos = 0;  // the token's position (its sequence's n_past)
+    int32_t token = 0;
+    kv::cache* cache = nullptr;  // the sequence's cache (all layers; distinct per row)
+    const steering* steer = nullptr;
+};
+
+struct batch_request {
+    std::span<const batch_row> rows;
+    float* logits = nullptr;  // host [rows, n_vocab]: every row's next-token logits
+    // Advance the MTP block of every row (models with one; each row's pos >= 1), and its
+    // draft logits when mtp_logits (host mtp_out [rows, n_vocab]).
+    bool mtp = false;
+    bool mtp_logits = false;
+    float* mtp_out = nullptr;
+};
+
 struct chunk_result {
     int64_t mtp_first_pos = 0;  // position of the first MTP row of this chunk
     int64_t mtp_rows = 0;
@@ -109,6 +130,9 @@ backend::limits scratch_limits(const hparams& hp, int64_t n_ctx);
 // with every optional output on: the forward pass run against a backend that executes nothing.
 size_t measure_arena(const model& m, kv::cache& cache, int64_t chunk, uint32_t layer_begin,
                      uint32_t layer_end, bool mtp);
+// Scratch arena bytes for a batch of `rows` sequences (forward::run_batch with MTP draft logits
+// when mtp); `cache` stands in for every row's.
+size_t measure_batch_arena(const model& m, kv::cache& cache, int64_t rows, bool mtp);
 
 class forward {
   public:
@@ -117,6 +141,9 @@ class forward {
     // Runs one chunk, updating `cache`. Scratch comes from `ar` (reset at the start). Returns
     // what the MTP block produced.
     chunk_result run(const chunk_request& req, kv::cache& cache, arena& ar, dump_sink* dump) const;
+    // Runs one token of each row (batch_request), updating each row's cache. Scratch comes
+    // from `ar` (reset at the start).
+    void run_batch(const batch_request& req, arena& ar) const;
     // Drafts with the MTP block (models with one); returns the number of drafts written.
     int draft(const draft_request& req, kv::cache& cache, arena& ar) const;
 

@@ -1,6 +1,7 @@
 // `magnetar serve` refuses flag values it cannot serve with, through the real binary, before
 // the model loads: a port outside 0..65535, a body limit that is not a finite size, an empty
-// queue, an empty API key (which would turn authentication off).
+// queue, no live session or a KV budget that is not a size, an empty API key (which would turn
+// authentication off).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,10 +12,11 @@
 namespace magnetar::test {
 namespace {
 
-// A serve that must fail at once: exit 1 and one clear line naming `flag`.
-void expect_refused(const std::string& args, const std::string& flag) {
+// A serve that must fail at once: exit `rc` (1; 2 for a usage error the parser finds) and one
+// clear line naming `flag`.
+void expect_refused(const std::string& args, const std::string& flag, int rc = 1) {
     const cmd_result r = run_magnetar("serve -m does-not-exist.gguf " + args);
-    EXPECT_EQ(r.rc, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.rc, rc) << args << "\n" << r.err;
     EXPECT_NE(r.err.find(flag), std::string::npos) << args << "\n" << r.err;
     EXPECT_EQ(r.err.find("does-not-exist"), std::string::npos) << "model loaded first: " << r.err;
 }
@@ -33,6 +35,14 @@ TEST(ServeFlags, MaxBodyMustBeAFiniteSize) {
 
 TEST(ServeFlags, QueueAtLeastOne) {
     expect_refused("--queue 0", "--queue");
+}
+
+TEST(ServeFlags, ParallelSessionsAndTheirBudget) {
+    expect_refused("--parallel 0", "--parallel: 0 is out of range", 2);
+    expect_refused("--np 300", "--parallel: 300 is out of range", 2);
+    for (const char* v : {"-1", "nan", "1e12"}) {
+        expect_refused(std::string("--kv-memory-mb ") + v, "--kv-memory-mb");
+    }
 }
 
 TEST(ServeFlags, TimeoutsMustBePositive) {

@@ -369,6 +369,42 @@ TEST(Steering, ChangingTheScalesForgetsTheTimeline) {
     EXPECT_TRUE(unsteered->set_steering({0.0f, 0.0f}).ok());
 }
 
+// A batched decode step (Engine::decode_batch) steers every session by its own scales: each
+// session's logits are those of decoding it alone.
+TEST(Steering, BatchedDecodeKeepsEachSessionsScales) {
+    const auto plain = load(tiny());
+    ASSERT_TRUE(plain);
+    const std::string path = write_file("batch", random_file(plain->info(), 10));
+    const auto e = load(tiny(), path, 1.0f, 0.0f);
+    ASSERT_TRUE(e);
+    const std::vector<steering_scales> scales = {{1.0f, 0.0f}, {0.0f, 0.0f}, {-2.0f, 0.75f}};
+    const std::vector<int32_t> toks = test::test_tokens(11, 40, e->info().n_vocab);
+    std::vector<std::unique_ptr<Session>> alone, batched;
+    std::vector<Session*> ptrs;
+    for (const steering_scales& sc : scales) {
+        for (auto* list : {&alone, &batched}) {
+            list->push_back(session(*e, 256, false));
+            ASSERT_TRUE(list->back()->set_steering(sc).ok());
+            ASSERT_TRUE(list->back()->eval(std::span<const int32_t>(toks.data(), 20)).ok());
+        }
+        ptrs.push_back(batched.back().get());
+    }
+    const uint32_t V = e->info().n_vocab;
+    for (size_t k = 20; k < 30; ++k) {
+        std::vector<int32_t> step(scales.size(), toks[k]);
+        ASSERT_TRUE(e->decode_batch(ptrs, step).ok());
+        for (size_t i = 0; i < scales.size(); ++i) {
+            ASSERT_TRUE(alone[i]->eval(std::span<const int32_t>(&toks[k], 1)).ok());
+            ASSERT_EQ(0, std::memcmp(batched[i]->logits().data(), alone[i]->logits().data(),
+                                     V * sizeof(float)))
+                << "session " << i << ", position " << k;
+        }
+    }
+    // The scales made a difference (the sessions hold the same tokens).
+    EXPECT_NE(0, std::memcmp(batched[0]->logits().data(), batched[1]->logits().data(),
+                             V * sizeof(float)));
+}
+
 // Speculative decoding verifies with the steered model: greedy output unchanged.
 TEST(Steering, SpeculativeGreedyEqualsPlainSteeredGreedy) {
     MAGNETAR_REQUIRE_DEFAULT_MODEL();

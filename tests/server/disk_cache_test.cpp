@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "kvstore/kv_file.h"
 #include "magnetar/engine.h"
@@ -223,6 +224,41 @@ TEST(ServerDiskCache, ContinuedSavesDuringALongReply) {
     }
     std::sort(saved.begin(), saved.end());
     EXPECT_EQ(saved, (std::vector<uint32_t>{64, 128, 192})) << a.dump();
+    srv.stop();
+}
+
+// Two live sessions, three conversations: the third takes the least recently used session,
+// which is saved to disk first, so the first conversation's next turn loads its prefix from
+// the disk, and the second one's still finds its session in memory.
+TEST(ServerDiskCache, TheLeastRecentlyUsedSessionIsSavedBeforeItIsReused) {
+    if (!engine()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";
+    temp_dir dir;
+    server_options o = options(dir.path);
+    o.parallel = 2;
+    o.disk.cold_max_tokens = 0;  // no cold saves: a disk hit can only come from the evict save
+    server srv(*engine(), o);
+    ASSERT_TRUE(srv.start());
+    std::vector<json> firsts, answers;
+    for (const char* tag : {"Alpha", "Beta", "Gamma"}) {
+        firsts.push_back(
+            json{{"role", "user"}, {"content", std::string(tag) + ". " + long_text()}});
+        answers.push_back(post(srv.port(), request({firsts.back()})));
+    }
+    const auto next = [&](size_t i) {
+        const std::string reply = answers[i]["choices"][0]["message"]["content"];
+        return request({firsts[i], json{{"role", "assistant"}, {"content", reply}},
+                        json{{"role", "user"}, {"content", "Go on."}}});
+    };
+    const json beta = post(srv.port(), next(1));  // in memory
+    const int64_t beta_prompt = answers[1]["usage"]["prompt_tokens"];
+    EXPECT_GE(beta["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(),
+              beta_prompt - 1);
+    EXPECT_EQ(metric(metrics(srv.port()), "magnetar_disk_cache_hits_total"), 0);
+    const json alpha = post(srv.port(), next(0));  // saved when Gamma took its session
+    const int64_t alpha_prompt = answers[0]["usage"]["prompt_tokens"];
+    EXPECT_GE(alpha["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(),
+              alpha_prompt - 8);
+    EXPECT_EQ(metric(metrics(srv.port()), "magnetar_disk_cache_hits_total"), 1);
     srv.stop();
 }
 

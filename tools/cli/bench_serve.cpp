@@ -5,8 +5,10 @@
 // the aggregate generation rate, the time to the first streamed token and the gaps between
 // streamed chunks (p50 / p99), and the ratio of the aggregate rate to the single client's.
 //
-// The server is started in this process on the given model, or, with --url, any OpenAI-
-// compatible server already listening (a peer engine's, for a comparison on the same load).
+// The server is started in this process on the given model (one live session per client unless
+// --parallel says otherwise, so that their decode steps are batched), or, with --url, any
+// OpenAI-compatible server already listening (a peer engine's, for a comparison on the same
+// load).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -41,6 +43,7 @@ struct args {
     int threads = 0;
     int64_t n_ctx = 8192;
     int clients = 4;
+    int parallel = 0;  // live sessions of the server started here; 0: one per client
     int requests = 2;
     int64_t tokens = 64;
     std::string url;  // HOST:PORT of a running server; empty: start one here
@@ -209,13 +212,16 @@ int run(const args& a) {
         server::server_options so;
         so.port = 0;
         so.n_ctx = a.n_ctx;
+        so.parallel = a.parallel > 0 ? a.parallel : a.clients;
         so.queue_size = static_cast<size_t>(std::max(64, a.clients * 2));
         srv = std::make_unique<server::server>(*engine, so);
         if (!srv->start()) throw std::runtime_error(srv->start_error());
         port = srv->port();
-        std::fprintf(stderr, "bench serve: %s, %d threads, context %lld, on port %d\n",
-                     engine->info().name.c_str(), engine->info().n_threads,
-                     static_cast<long long>(a.n_ctx), port);
+        std::fprintf(stderr,
+                     "bench serve: %s, %d threads, %d live session%s of context %lld, on port "
+                     "%d\n",
+                     engine->info().name.c_str(), engine->info().n_threads, so.parallel,
+                     so.parallel == 1 ? "" : "s", static_cast<long long>(a.n_ctx), port);
     }
     std::printf("# %d request%s per client, %lld tokens each, streaming, greedy; ms columns\n",
                 a.requests, a.requests == 1 ? "" : "s", static_cast<long long>(a.tokens));
@@ -256,6 +262,10 @@ action setup(CLI::App& sub) {
     sub.add_option("--clients", a->clients, "Concurrent streaming clients of the second pass")
         ->capture_default_str()
         ->check(CLI::Range(1, 1024));
+    sub.add_option("--parallel,--np", a->parallel,
+                   "Live sessions of the server started here (serve --parallel; default: one "
+                   "per client)")
+        ->check(CLI::Range(1, 256));
     sub.add_option("--requests", a->requests, "Requests each client sends, one after another")
         ->capture_default_str()
         ->check(CLI::Range(1, 100000));

@@ -30,6 +30,7 @@ struct args {
     int threads = 0;
     server::server_options srv;
     double max_body_mb = 64;
+    double kv_memory_mb = 0;
     double header_timeout_s = 10;
     double body_timeout_s = 60;
     engine_flags engine;
@@ -46,6 +47,10 @@ void check_flags(args& a) {
     if (!std::isfinite(a.max_body_mb) || a.max_body_mb <= 0 || a.max_body_mb > 4096) {
         throw std::runtime_error("--max-body-mb must be a number in (0, 4096]");
     }
+    if (!std::isfinite(a.kv_memory_mb) || a.kv_memory_mb < 0 || a.kv_memory_mb > 1e9) {
+        throw std::runtime_error("--kv-memory-mb must be a number in [0, 1e9] (0: no budget)");
+    }
+    a.srv.kv_budget_bytes = static_cast<uint64_t>(a.kv_memory_mb * 1048576.0);
     if (a.srv.queue_size < 1 || a.srv.queue_size > 100000) {
         throw std::runtime_error("--queue must be 1..100000");
     }
@@ -182,9 +187,19 @@ action setup(CLI::App& sub) {
                    "line); --log-disable turns it off, --verbose adds /health and /metrics")
         ->capture_default_str()
         ->check(CLI::IsMember({"text", "json"}));
-    sub.add_option("-c,--ctx,--ctx-size", a->srv.n_ctx, "Context size of the live session (tokens)")
+    sub.add_option("-c,--ctx,--ctx-size", a->srv.n_ctx,
+                   "Context size of each live session (tokens)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t{16}, int64_t{1} << 30));
+    sub.add_option("--parallel,--np", a->srv.parallel,
+                   "Live sessions: requests on different sessions run at the same time, their "
+                   "decode steps batched (sessions are created as requests need them)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
+    sub.add_option("--kv-memory-mb", a->kv_memory_mb,
+                   "Memory budget of the live sessions' KV state (MiB): no more sessions than "
+                   "fit (0: no budget beyond --parallel)")
+        ->capture_default_str();
     sub.add_option("-n,--tokens", a->srv.default_max_tokens,
                    "Output limit when a request gives none (capped by the context)")
         ->capture_default_str();

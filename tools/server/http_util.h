@@ -34,7 +34,10 @@ struct server_options {
     int port = 8000;      // 0: any free port
     std::string api_key;  // empty: no authentication
     bool cors = false;
-    int64_t n_ctx = 32768;
+    int64_t n_ctx = 32768;  // of each live session
+    int parallel = 1;       // live sessions (worker_options::parallel)
+    uint64_t kv_budget_bytes = 0;
+    int64_t prefill_piece = 256;
     // Output limit of a request that gives none (Anthropic requires max_tokens); always capped
     // by the free context. DeepSeek's own API default for its reasoning model.
     int64_t default_max_tokens = 32768;

@@ -74,13 +74,29 @@ std::string bind_failure(const std::string& host, int port) {
     return why;
 }
 
+worker_options worker_options_of(const server_options& o) {
+    worker_options w;
+    w.n_ctx = o.n_ctx;
+    w.parallel = o.parallel;
+    w.kv_budget_bytes = o.kv_budget_bytes;
+    w.prefill_piece = o.prefill_piece;
+    w.queue_size = o.queue_size;
+    w.exact_replay = o.exact_replay;
+    w.replay_max_ids = o.replay_max_ids;
+    w.disk = o.disk;
+    w.before_job = o.test_before_job;
+    w.mtp_draft = o.mtp_draft;
+    w.mtp_margin = o.mtp_margin;
+    return w;
+}
+
 }  // namespace
 
 struct server::impl {
     impl(const Engine& e, server_options o)
-        : work(e, worker_options{o.n_ctx, o.queue_size, o.exact_replay, o.replay_max_ids, o.disk,
-                                 o.test_before_job, o.mtp_draft, o.mtp_margin}),
-          ctx{e, *e.vocab(), special_literals(*e.vocab()), o, work, stats, responses} {}
+        : work(e, worker_options_of(o)), ctx{e,        *e.vocab(), special_literals(*e.vocab()),
+                                             o,        work,       stats,
+                                             responses} {}
 
     worker work;
     http_stats stats;
@@ -193,18 +209,32 @@ std::string server::metrics_text() const {
     histogram("magnetar_request_duration_seconds",
               "From a job's submission to its end (queue, prefill and generation).",
               w.job_duration);
-    auto slot_gauge = [&](const char* name, const char* help, double v) {
-        std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s gauge\n%s{slot=\"0\"} %.17g\n",
-                      name, help, name, name, v);
+    const std::vector<slot_gauges> slots = impl_->work.slots();
+    auto slot_gauge = [&](const char* name, const char* help, auto value) {
+        std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
         out += line;
+        for (size_t i = 0; i < slots.size(); ++i) {
+            std::snprintf(line, sizeof line, "%s{slot=\"%zu\"} %.17g\n", name, i,
+                          static_cast<double>(value(slots[i])));
+            out += line;
+        }
     };
-    slot_gauge("magnetar_context_tokens", "Positions the live session holds after the latest job.",
-               static_cast<double>(w.context_tokens.load()));
-    slot_gauge("magnetar_context_size_tokens", "Context of the live session.",
-               static_cast<double>(w.context_size.load()));
-    slot_gauge("magnetar_kv_cache_bytes",
-               "Bytes of the live session's cache state and checkpoints.",
-               static_cast<double>(w.kv_bytes.load()));
+    slot_gauge("magnetar_context_tokens",
+               "Positions the slot's session holds after its latest job.",
+               [](const slot_gauges& g) { return g.context_tokens; });
+    slot_gauge("magnetar_context_size_tokens", "Context of the slot's session.",
+               [](const slot_gauges& g) { return g.context_size; });
+    slot_gauge("magnetar_kv_cache_bytes", "Bytes of the slot's cache state and checkpoints.",
+               [](const slot_gauges& g) { return g.kv_bytes; });
+    slot_gauge("magnetar_slot_busy", "1 while a job runs on the slot.",
+               [](const slot_gauges& g) { return g.busy ? 1 : 0; });
+    metric("magnetar_slots", "gauge", "Live sessions (at most --parallel).",
+           static_cast<double>(slots.size()));
+    metric("magnetar_batched_steps_total", "counter",
+           "Decode steps that evaluated two or more jobs' tokens in one forward pass.",
+           static_cast<double>(w.batched_steps.load()));
+    metric("magnetar_batched_tokens_total", "counter", "Tokens those batched steps evaluated.",
+           static_cast<double>(w.batched_tokens.load()));
     metric("magnetar_mtp_steps_total", "counter",
            "Speculative decode steps that verified at least one MTP draft.",
            static_cast<double>(w.spec_steps.load()));
@@ -221,7 +251,7 @@ std::string server::metrics_text() const {
            static_cast<double>(impl_->work.queue_depth()));
     metric("magnetar_queue_rejected_total", "counter", "Requests refused with 503 (queue full).",
            static_cast<double>(w.queue_rejected.load()));
-    metric("magnetar_busy", "gauge", "1 while the worker runs a job.",
+    metric("magnetar_busy", "gauge", "Jobs running (prefilling or generating).",
            static_cast<double>(w.busy.load()));
     return out;
 }
