@@ -14,6 +14,9 @@ namespace {
 using gguf::value;
 using gguf::value_type;
 
+// llama.cpp's expert_gating_func value for sqrt(softplus) routing scores (written for its loader).
+constexpr uint32_t kGatingSqrtSoftplus = 4;
+
 std::string key_of(const std::string& arch, const char* suffix) {
     return arch + "." + suffix;
 }
@@ -390,7 +393,10 @@ void write_hparams(gguf::writer& w, const hparams& hp) {
     auto u32 = [&](const char* k, uint32_t v) { w.set(key_of(a, k), value::make_u32(v)); };
     auto f32 = [&](const char* k, float v) { w.set(key_of(a, k), value::make_f32(v)); };
     u32("block_count", hp.n_layer);
-    w.set(key_of(a, "context_length"), value::make_u64(hp.n_ctx_train));
+    // u32 as in the published files (the reader takes u64 as well; llama.cpp only u32).
+    w.set(key_of(a, "context_length"),
+          hp.n_ctx_train <= UINT32_MAX ? value::make_u32(static_cast<uint32_t>(hp.n_ctx_train))
+                                       : value::make_u64(hp.n_ctx_train));
     u32("embedding_length", hp.n_embd);
     u32("vocab_size", hp.n_vocab);
     u32("attention.head_count", hp.n_head);
@@ -414,7 +420,12 @@ void write_hparams(gguf::writer& w, const hparams& hp) {
     u32("hyper_connection.sinkhorn_iterations", hp.n_sinkhorn_iter);
     std::vector<int32_t> ratios(hp.compress_ratios.begin(), hp.compress_ratios.end());
     w.set(key_of(a, "attention.compress_ratios"), value::make_i32_array(ratios));
-    w.set(key_of(a, "swiglu_clamp_exp"), value::make_f32_array(hp.swiglu_clamp));
+    // One clamp per block, as published (the MTP block takes the last one; the reader also
+    // takes a block_count + 1 entry list, which llama.cpp refuses).
+    std::vector<float> clamp(hp.swiglu_clamp.begin(),
+                             hp.swiglu_clamp.begin() +
+                                 std::min<size_t>(hp.swiglu_clamp.size(), hp.n_layer));
+    w.set(key_of(a, "swiglu_clamp_exp"), value::make_f32_array(clamp));
     w.set(key_of(a, "rope.scaling.original_context_length"),
           value::make_u32(static_cast<uint32_t>(hp.rope_orig_ctx)));
     f32("rope.freq_base", hp.rope_freq_base);
@@ -427,6 +438,9 @@ void write_hparams(gguf::writer& w, const hparams& hp) {
     f32("attention.layer_norm_rms_epsilon", hp.rms_eps);
     f32("hyper_connection.epsilon", hp.hc_eps);
     w.set(key_of(a, "expert_weights_norm"), value::make_bool(hp.expert_weights_norm));
+    // Not read here (the router is always sqrt(softplus)); the published files and llama.cpp's
+    // loader carry it: llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SQRTSOFTPLUS.
+    u32("expert_gating_func", kGatingSqrtSoftplus);
 }
 
 }  // namespace magnetar

@@ -76,6 +76,26 @@ TEST(GenModel, TinyLoadsWithRealVocabulary) {
     }
 }
 
+// The metadata llama.cpp's DeepSeek V4 loader needs, as the published files carry it:
+// context_length as u32, one SwiGLU clamp per block (not block_count + 1), the sqrt(softplus)
+// gating function; the engine reads the file back with the MTP block's clamp from the last one.
+TEST(GenModel, MetadataIsWhatLlamaCppLoads) {
+    auto m = model::load(tiny_f32());
+    const gguf::value* ctx = m->file().find("deepseek4.context_length");
+    ASSERT_NE(ctx, nullptr);
+    EXPECT_EQ(ctx->type, gguf::value_type::u32);
+    const gguf::value* clamp = m->file().find("deepseek4.swiglu_clamp_exp");
+    ASSERT_NE(clamp, nullptr);
+    EXPECT_EQ(clamp->arr.size(), m->hp().n_layer);
+    const gguf::value* gating = m->file().find("deepseek4.expert_gating_func");
+    ASSERT_NE(gating, nullptr);
+    EXPECT_EQ(gating->type, gguf::value_type::u32);
+    EXPECT_EQ(gating->u, 4u);  // LLAMA_EXPERT_GATING_FUNC_TYPE_SQRTSOFTPLUS
+    const gguf::value* ratios = m->file().find("deepseek4.attention.compress_ratios");
+    ASSERT_NE(ratios, nullptr);
+    EXPECT_EQ(ratios->arr.size(), m->hp().n_layer + 1u);  // with the MTP entry, as published
+}
+
 TEST(GenModel, SameSeedSameBytesOtherSeedOtherBytes) {
     const std::string again = generate("tiny", genmodel::weight_scheme::f32, 7);
     const std::string a_copy = again + ".a";
