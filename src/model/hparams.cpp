@@ -394,9 +394,9 @@ void write_hparams(gguf::writer& w, const hparams& hp) {
     auto f32 = [&](const char* k, float v) { w.set(key_of(a, k), value::make_f32(v)); };
     u32("block_count", hp.n_layer);
     // u32 as in the published files (the reader takes u64 as well; llama.cpp only u32).
-    w.set(key_of(a, "context_length"),
-          hp.n_ctx_train <= UINT32_MAX ? value::make_u32(static_cast<uint32_t>(hp.n_ctx_train))
-                                       : value::make_u64(hp.n_ctx_train));
+    w.set(key_of(a, "context_length"), hp.n_ctx_train <= UINT32_MAX
+                                           ? value::make_u32(static_cast<uint32_t>(hp.n_ctx_train))
+                                           : value::make_u64(hp.n_ctx_train));
     u32("embedding_length", hp.n_embd);
     u32("vocab_size", hp.n_vocab);
     u32("attention.head_count", hp.n_head);
@@ -422,9 +422,9 @@ void write_hparams(gguf::writer& w, const hparams& hp) {
     w.set(key_of(a, "attention.compress_ratios"), value::make_i32_array(ratios));
     // One clamp per block, as published (the MTP block takes the last one; the reader also
     // takes a block_count + 1 entry list, which llama.cpp refuses).
-    std::vector<float> clamp(hp.swiglu_clamp.begin(),
-                             hp.swiglu_clamp.begin() +
-                                 std::min<size_t>(hp.swiglu_clamp.size(), hp.n_layer));
+    std::vector<float> clamp(
+        hp.swiglu_clamp.begin(),
+        hp.swiglu_clamp.begin() + std::min<size_t>(hp.swiglu_clamp.size(), hp.n_layer));
     w.set(key_of(a, "swiglu_clamp_exp"), value::make_f32_array(clamp));
     w.set(key_of(a, "rope.scaling.original_context_length"),
           value::make_u32(static_cast<uint32_t>(hp.rope_orig_ctx)));
