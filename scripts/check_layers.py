@@ -34,6 +34,7 @@ TOOL_TARGETS = {
     "tools/quantize": "magnetar_quantize_tool",
     "tools/eval": "magnetar_eval_tool",
     "tools/cuda-bench": "magnetar_cuda_bench",
+    "tools/agent": "magnetar_agent",
 }
 
 
@@ -137,6 +138,10 @@ def main():
         elif library_of(os.path.dirname(os.path.join("src", h))) != lib:
             problems.append(f"magnetar_tool_headers({lib}): {h} belongs to another library")
     n_tool_files = 0
+    for entry in sorted(os.listdir(os.path.join(ROOT, "tools"))):
+        if os.path.isdir(os.path.join(ROOT, "tools", entry)) and f"tools/{entry}" not in TOOL_TARGETS:
+            problems.append(f"tools/{entry}: not in check_layers.py's TOOL_TARGETS (its target "
+                            f"is not checked)")
     for folder, tool in sorted(TOOL_TARGETS.items()):
         for base, _, files in os.walk(os.path.join(ROOT, folder)):
             for f in sorted(files):

@@ -35,7 +35,7 @@ done
 
 packages=(
     build-essential cmake ninja-build pkg-config git
-    nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libssl-dev libedit-dev
+    nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev libssl-dev libedit-dev zlib1g-dev
     xz-utils
 )
 if [ $run_only -eq 0 ]; then
