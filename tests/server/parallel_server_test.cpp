@@ -71,16 +71,6 @@ json chat(const std::string& user, int max_tokens, bool greedy) {
     return b;
 }
 
-double metric(const std::string& text, const std::string& name) {
-    size_t p = 0;
-    while ((p = text.find(name, p)) != std::string::npos) {
-        if ((p == 0 || text[p - 1] == '\n') && text[p + name.size()] == ' ')
-            return std::stod(text.substr(p + name.size() + 1));
-        p += name.size();
-    }
-    return -1;
-}
-
 std::string content_of(const json& a) {
     return a.is_object() ? a["choices"][0]["message"]["content"].get<std::string>() : "<none>";
 }

@@ -47,6 +47,18 @@ inline server& shared_server() {
     return *s;
 }
 
+// The value of an unlabelled sample `name` in a /metrics text (-1 when absent).
+inline double metric(const std::string& text, const std::string& name) {
+    size_t p = 0;
+    while ((p = text.find(name, p)) != std::string::npos) {
+        if ((p == 0 || text[p - 1] == '\n') && text[p + name.size()] == ' ') {
+            return std::stod(text.substr(p + name.size() + 1));
+        }
+        p += name.size();
+    }
+    return -1;
+}
+
 inline httplib::Client client(int port) {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(120, 0);

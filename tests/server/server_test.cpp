@@ -40,17 +40,6 @@ json chat_body(const std::string& user, int max_tokens = 4) {
                 {"seed", 42}};
 }
 
-double metric(const std::string& text, const std::string& name) {
-    size_t p = 0;
-    while ((p = text.find(name, p)) != std::string::npos) {
-        if ((p == 0 || text[p - 1] == '\n') && text[p + name.size()] == ' ') {
-            return std::stod(text.substr(p + name.size() + 1));
-        }
-        p += name.size();
-    }
-    return -1;
-}
-
 json weather_tools() {
     return json::array(
         {json{{"type", "function"},
