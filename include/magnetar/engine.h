@@ -149,7 +149,8 @@ class Engine {
     // (V4.1, pipelined, an empty timeline with an MTP block) are evaluated one after another.
     // The sessions must be distinct, each with room for one more token; nothing is evaluated
     // when any argument is wrong. A failure inside the shared pass leaves its sessions empty
-    // (n_past 0).
+    // (n_past 0); a session evaluated alone that fails is named in the status (the ones before
+    // it in `sessions` advanced, the later ones did not).
     status decode_batch(std::span<Session* const> sessions, std::span<const int32_t> tokens) const;
 
     // Tokenization (protocol §1.6): plain text never yields a control token; rendered chat

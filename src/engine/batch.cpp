@@ -73,8 +73,10 @@ status Engine::decode_batch(std::span<Session* const> sessions,
     if (shared.size() < 2) shared.clear();  // one alone gains nothing (and keeps graph steps)
     for (size_t i = 0; i < ss.size(); ++i) {
         if (std::find(shared.begin(), shared.end(), i) != shared.end()) continue;
-        if (status st = ss[i]->eval_locked(tokens.subspan(i, 1), eval_options{}); !st.ok())
-            return st;
+        if (status st = ss[i]->eval_locked(tokens.subspan(i, 1), eval_options{}); !st.ok()) {
+            // Sessions before it advanced, the others did not: say which one failed.
+            return {st.code(), strfmt("decode_batch: session %zu: %s", i, st.message().c_str())};
+        }
     }
     if (shared.empty()) return {};
 

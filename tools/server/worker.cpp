@@ -621,6 +621,8 @@ void worker::decode_round(const active* skip) {
         return;
     }
     for (active* a : ready) {
+        // A failed shared pass empties its sessions: their continued-save schedule restarts.
+        if (!st.ok() && a->sl->session->n_past() == 0) a->sl->disk_last_saved = 0;
         try {
             a->gen->evaluated(st);
             if (a->gen->done()) complete(*a);
