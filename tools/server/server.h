@@ -2,7 +2,7 @@
 //
 // Owns: the HTTP listener (cpp-httplib), routing, authentication, CORS, the body limit, error
 // bodies for transport-level failures, /health, /v1/models and /metrics. The endpoint
-// handlers are api_*.cpp; inference runs on the single worker (worker.h).
+// handlers are api_*.cpp; inference runs on the worker (worker.h: its live sessions, batched decode steps).
 #pragma once
 
 #include <memory>
@@ -33,7 +33,7 @@ class server {
     int port() const { return port_; }
     // Blocks until stop() (from another thread or a signal handler thread).
     void wait();
-    // Stops accepting, cancels the running job, drains the queue.
+    // Stops accepting, cancels the running jobs, drains the queue.
     void stop();
 
     std::string metrics_text() const;

@@ -232,7 +232,7 @@ class worker {
 
     enum class submit_result { ok, queue_full, stopping };
     submit_result submit(std::shared_ptr<job> j);
-    // Stops accepting, cancels the running job, finishes queued ones as cancelled, joins.
+    // Stops accepting, cancels the running jobs, finishes queued ones as cancelled, joins.
     void stop();
 
     size_t queue_depth() const;
