@@ -2,7 +2,8 @@
 //
 // Owns: the HTTP listener (cpp-httplib), routing, authentication, CORS, the body limit, error
 // bodies for transport-level failures, /health, /v1/models and /metrics. The endpoint
-// handlers are api_*.cpp; inference runs on the worker (worker.h: its live sessions, batched decode steps).
+// handlers are api_*.cpp; inference runs on the worker (worker.h: its live sessions, batched decode
+// steps).
 #pragma once
 
 #include <memory>
