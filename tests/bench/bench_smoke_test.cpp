@@ -280,6 +280,33 @@ TEST(BenchSmoke, ChatInputGeometricSteps) {
     EXPECT_EQ(rows[2].at("prefill_tokens"), 100);
 }
 
+// --sessions N: N sessions stepped together against one alone, in extra columns and a summary
+// line per frontier.
+TEST(BenchSmoke, SessionsDecodingTogether) {
+    const run_out r = run_bench("-m " + bench_model() + " -t 2 --prompt-file " + text_file() +
+                                " --ctx-start 64 --ctx-max 128 --step-incr 64 --gen-tokens 4"
+                                " --read-mb 64 --sessions 3");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::vector<std::string> header;
+    const csv_table rows = parse_csv(r.out, &header);
+    std::vector<std::string> want = kColumns;
+    for (const char* c : {"solo_gen_tps", "batch_sessions", "batch_gen_tps", "batch_ratio"})
+        want.push_back(c);
+    EXPECT_EQ(header, want);
+    ASSERT_EQ(rows.size(), 2u) << r.out;
+    for (const auto& row : rows) {
+        EXPECT_EQ(row.at("batch_sessions"), 3);
+        EXPECT_GT(row.at("solo_gen_tps"), 0);
+        EXPECT_GT(row.at("batch_gen_tps"), 0);
+        EXPECT_NEAR(row.at("batch_ratio"), row.at("batch_gen_tps") / row.at("solo_gen_tps"), 0.01);
+    }
+    EXPECT_NE(r.err.find("3 sessions together:"), std::string::npos) << r.err;
+    const run_out bad =
+        run_bench("-m " + bench_model() + " --prompt-file " + text_file() + " --sessions 1");
+    EXPECT_NE(bad.rc, 0);
+    EXPECT_NE(bad.err.find("--sessions"), std::string::npos) << bad.err;
+}
+
 // Past 1000 tokens every context tick is in thousands with the same decimals, and without
 // --read-mb the bandwidth probe is sized to the model (its weights, at least 64 MiB).
 TEST(BenchSmoke, ThousandsTicksAndAProbeSizedToTheModel) {

@@ -132,6 +132,12 @@ struct frontier_row {
     int64_t spec_steps = 0;
     int64_t spec_drafted = 0;
     int64_t spec_kept = 0;
+    // --sessions N >= 2: one session's plain probe, and N sessions stepped together.
+    double solo_s = 0;
+    double batch_s = 0;
+    int batch_sessions = 0;
+    double solo_tps() const { return solo_s > 0 ? gen_tokens / solo_s : 0; }
+    double batch_tps() const { return batch_s > 0 ? batch_sessions * gen_tokens / batch_s : 0; }
     double plain_tps() const { return plain_s > 0 ? gen_tokens / plain_s : 0; }
     double spec_tps() const { return spec_s > 0 ? gen_tokens / spec_s : 0; }
     double tokens_per_step() const {
@@ -208,6 +214,45 @@ void spec_probe(Session& s, const model_bench_args& a, int32_t eos, frontier_row
 struct base_rates {
     double prefill_tps = 0, gen_tps = 0;
 };
+
+// --sessions N: the session's state at the frontier (`snapshot`) loaded into N sessions that
+// decode greedily together for gen_tokens steps, one Engine::decode_batch step per token, and
+// the same steps of `s` alone, timed before and after the group (the faster of the two counts:
+// no credit for pages the other probe warmed). Session i > 0 starts from another token of the
+// text, so the streams (and their experts) differ. `s` is left at the snapshot.
+void batch_probe(const Engine& e, Session& s, std::vector<std::unique_ptr<Session>>& group,
+                 const std::vector<uint8_t>& snapshot, const std::vector<int32_t>& text,
+                 const model_bench_args& a, int32_t eos, frontier_row& r) {
+    const auto solo = [&] {
+        const auto t0 = clock_type::now();
+        for (int64_t i = 0; i < a.gen_tokens; ++i) {
+            const int32_t next = best_non_eos(s.logits(), eos);
+            check(s.eval(std::span<const int32_t>(&next, 1)));
+        }
+        const double sec = seconds_since(t0);
+        check(s.load_payload(snapshot));
+        return sec;
+    };
+    const double before = solo();
+    std::vector<Session*> ptrs;
+    std::vector<int32_t> step(group.size());
+    for (size_t i = 0; i < group.size(); ++i) {
+        check(group[i]->load_payload(snapshot));
+        ptrs.push_back(group[i].get());
+        step[i] = i == 0 ? best_non_eos(group[i]->logits(), eos) : text[(i * 7919) % text.size()];
+    }
+    const auto t0 = clock_type::now();
+    for (int64_t k = 0; k < a.gen_tokens; ++k) {
+        if (k > 0) {
+            for (size_t i = 0; i < group.size(); ++i)
+                step[i] = best_non_eos(group[i]->logits(), eos);
+        }
+        check(e.decode_batch(ptrs, step));
+    }
+    r.batch_s = seconds_since(t0);
+    r.batch_sessions = static_cast<int>(group.size());
+    r.solo_s = std::min(before, solo());
+}
 
 std::map<int64_t, base_rates> read_base_csv(const std::string& path) {
     std::ifstream in(path);
@@ -338,6 +383,10 @@ void add_model_bench_flags(CLI::App& app, model_bench_args& a) {
                    "Stop drafting before a draft whose MTP top-1 minus top-2 logit is below this")
         ->capture_default_str()
         ->check(CLI::Range(0.0f, 1000.0f));
+    app.add_option("--sessions", a.sessions,
+                   "Also time N sessions decoding together (one batched step per token, as "
+                   "serve --parallel does) against one session alone")
+        ->check(CLI::Range(2, 64));
     app.add_option(
         "--read-mb", a.read_mb,
         "Buffer of the streaming-read bandwidth measurement, MiB (default: the model's weight "
@@ -430,6 +479,14 @@ int run_model_bench(const model_bench_args& a) {
     so.checkpoint_interval = 0;  // the walk restores from its own snapshot
     std::unique_ptr<Session> session;
     check(engine->create_session(so, &session));
+    const bool batching = a.sessions >= 2;
+    std::vector<std::unique_ptr<Session>> group;
+    for (int i = 0; i < (batching ? a.sessions : 0); ++i) {
+        session_options gso = so;
+        gso.drafts = false;
+        group.emplace_back();
+        check(engine->create_session(gso, &group.back()));
+    }
 
     FILE* out = stdout;
     std::unique_ptr<FILE, int (*)(FILE*)> csv_file(nullptr, &std::fclose);
@@ -442,16 +499,17 @@ int run_model_bench(const model_bench_args& a) {
     std::fprintf(out,
                  "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,"
                  "weight_bytes_per_token,kv_bytes_per_token,achieved_gbs,read_gbs,roofline_ratio,"
-                 "prefill_gflops,dot_gops,prefill_dot_ratio%s%s\n",
+                 "prefill_gflops,dot_gops,prefill_dot_ratio%s%s%s\n",
                  projecting ? ",proj_prefill_tps,proj_gen_tps" : "",
                  speculating ? ",plain_gen_tps,mtp_gen_tps,mtp_speedup,mtp_tokens_per_step,"
                                "mtp_kept_rate"
-                             : "");
+                             : "",
+                 batching ? ",solo_gen_tps,batch_sessions,batch_gen_tps,batch_ratio" : "");
     std::fflush(out);
 
-    const uint64_t work =
-        static_cast<uint64_t>(last) +
-        static_cast<uint64_t>(frontiers.size() * a.gen_tokens) * (speculating ? 3 : 1);
+    const uint64_t work = static_cast<uint64_t>(last) +
+                          static_cast<uint64_t>(frontiers.size() * a.gen_tokens) *
+                              (1 + (speculating ? 2 : 0) + (batching ? 2 + a.sessions : 0));
     Progress progress("bench", work, Progress::Unit::tokens);
     uint64_t gen_done = 0;
 
@@ -485,6 +543,11 @@ int run_model_bench(const model_bench_args& a) {
 
         // Snapshot (untimed), greedy probe (timed), restore (untimed).
         check(session->save_payload(&snapshot));
+        if (batching) {
+            batch_probe(*engine, *session, group, snapshot, tokens, a, eos, r);
+            gen_done += static_cast<uint64_t>(a.gen_tokens) * (2 + a.sessions);
+            progress.update(static_cast<uint64_t>(ctx) + gen_done);
+        }
         expert_counter experts(n_blocks, info.n_layer);
         session->set_dump(
             {"blk.*.moe_sel", "mtp.moe_sel"},
@@ -559,6 +622,10 @@ int run_model_bench(const model_bench_args& a) {
                          r.plain_tps() > 0 ? r.spec_tps() / r.plain_tps() : 0.0,
                          r.tokens_per_step(), r.kept_rate());
         }
+        if (batching) {
+            std::fprintf(out, ",%.2f,%d,%.2f,%.3f", r.solo_tps(), r.batch_sessions, r.batch_tps(),
+                         r.solo_tps() > 0 ? r.batch_tps() / r.solo_tps() : 0.0);
+        }
         std::fprintf(out, "\n");
         std::fflush(out);
         rows.push_back(r);
@@ -585,6 +652,15 @@ int run_model_bench(const model_bench_args& a) {
                          static_cast<long long>(r.ctx), a.mtp_draft, r.spec_tps(), r.plain_tps(),
                          r.plain_tps() > 0 ? r.spec_tps() / r.plain_tps() : 0.0,
                          r.tokens_per_step(), 100.0 * r.kept_rate());
+        }
+    }
+    if (batching) {
+        for (const frontier_row& r : rows) {
+            std::fprintf(stderr,
+                         "bench: ctx %6lld  %d sessions together: %7.2f t/s aggregate vs one "
+                         "session %7.2f t/s = %.2fx\n",
+                         static_cast<long long>(r.ctx), r.batch_sessions, r.batch_tps(),
+                         r.solo_tps(), r.solo_tps() > 0 ? r.batch_tps() / r.solo_tps() : 0.0);
         }
     }
     if (projecting) {

@@ -38,6 +38,9 @@ struct model_bench_args {
     std::string mtp;
     int mtp_draft = 0;
     float mtp_margin = 0.0f;
+    // >= 2: also time this many sessions decoding together, one batched step per token
+    // (Engine::decode_batch), against one session alone, both without taps.
+    int sessions = 0;
 };
 
 // Adds the walk's flags to `app` (the `bench` app itself).
