@@ -203,7 +203,12 @@ inline __m128i load128(const void* p) {
 
 // Bytes ahead of the current block that the tiles prefetch in every weight row: far enough to
 // cover memory latency at full bandwidth, near enough to stay inside the row tile's L1 share.
+// Prefill tiles (several tokens per weight block) stream slowly and use the short distance;
+// decode reads one row after the other, one sequential stream that crosses into the next row,
+// and needs the long one to run at the memory's rate (768 bytes measured 0.8 of the read
+// bandwidth there, 2048 about 0.95: `docs/log.md`).
 constexpr int kPrefetchBytes = 768;
+constexpr int kDecodePrefetchBytes = 2048;
 
 inline void prefetch(const uint8_t* p) {
     _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
@@ -514,9 +519,10 @@ inline void tile(const uint8_t* const* wr, const uint8_t* const* ar, int64_t nb,
     for (int t = 0; t < NT; ++t) a[t] = ar[t];
     // About one prefetch per cache line of each row (every block for blocks of 33 bytes or more).
     constexpr int64_t pf_every = std::max<int64_t>(1, 64 / static_cast<int64_t>(K::w_bytes));
+    constexpr int pf_bytes = NT == 1 ? kDecodePrefetchBytes : kPrefetchBytes;
     for (int64_t b = 0; b < nb; ++b) {
         if (b % pf_every == 0) {
-            for (int r = 0; r < NR; ++r) prefetch(w[r] + kPrefetchBytes);
+            for (int r = 0; r < NR; ++r) prefetch(w[r] + pf_bytes);
         }
         K::template block<NR, NT>(w, a, s);
         for (int r = 0; r < NR; ++r) w[r] += K::w_bytes;
@@ -566,18 +572,18 @@ void rows_tokens(const tensor& w, const uint8_t* act, size_t stride, const tenso
 // Activation bytes of a prefill token tile kept in L2 while a row group sweeps it.
 constexpr size_t kActTileBytes = 256 * 1024;
 
-// Decode (one token): RD rows per tile share each activation block. Prefill: RP rows x TP
-// tokens per tile, so each weight block (and its unpacked scales) serves TP tokens and each
-// activation block RP rows; token tiles sized for L2.
-template <class K, int RD, int RP, int TP>
+// Decode (one token): one row after the other, so the weights are read as one sequential
+// stream (rows sharing activation loads, 4 at a time, read four streams and measured at half
+// the memory's rate on Zen 4: `docs/log.md`). Prefill: RP rows x TP tokens per tile, so each
+// weight block (and its unpacked scales) serves TP tokens and each activation block RP rows;
+// token tiles sized for L2.
+template <class K, int RP, int TP>
 void matmul_tiles(const tensor& w, const void* act_v, size_t stride, const tensor& y, int64_t r0,
                   int64_t r1) {
     const auto* act = static_cast<const uint8_t*>(act_v);
     const int64_t n_tok = y.ne[1];
     if (n_tok == 1) {
-        int64_t o = r0;
-        for (; o + RD <= r1; o += RD) rows_tokens<K, RD, 1>(w, act, stride, y, o, 0, 1);
-        for (; o < r1; ++o) rows_tokens<K, 1, 1>(w, act, stride, y, o, 0, 1);
+        for (int64_t o = r0; o < r1; ++o) rows_tokens<K, 1, 1>(w, act, stride, y, o, 0, 1);
         return;
     }
     const int64_t tok_tile = std::max<int64_t>(
@@ -602,11 +608,11 @@ inline void fill(detail::kernel_table& k) {
     k.q8_matmul[detail::slot_f32] = detail::matmul_rows<dot_f32>;
     k.q8_matmul[detail::slot_f16] = detail::matmul_rows<dot_f16>;
     k.q8_matmul[detail::slot_bf16] = detail::matmul_rows<dot_bf16>;
-    k.q8_matmul[detail::slot_q8_0] = matmul_tiles<k_q8_0, 4, 2, 4>;
-    k.q8_matmul[detail::slot_q4_K] = matmul_tiles<k_q4_K, 1, 2, 4>;
+    k.q8_matmul[detail::slot_q8_0] = matmul_tiles<k_q8_0, 2, 4>;
+    k.q8_matmul[detail::slot_q4_K] = matmul_tiles<k_q4_K, 2, 4>;
     k.q8_matmul[detail::slot_q2_K] = detail::matmul_rows<dot_q2_K>;
-    k.q8_matmul[detail::slot_iq2_xxs] = matmul_tiles<k_iq2_xxs, 1, 2, 4>;
-    k.q8_matmul[detail::slot_mxfp4] = matmul_tiles<k_mxfp4, 4, 2, 4>;
+    k.q8_matmul[detail::slot_iq2_xxs] = matmul_tiles<k_iq2_xxs, 2, 4>;
+    k.q8_matmul[detail::slot_mxfp4] = matmul_tiles<k_mxfp4, 2, 4>;
     k.quantize_q8_0 = quantize_q8_0;
     k.quantize_q8_K = quantize_q8_K;
 }
