@@ -183,6 +183,17 @@ class Engine {
         uint64_t instantiations = 0;
     };
     graph_stats graph_step_stats() const;
+    // Wall time per group of backend ops ("q8_0 matmul", "iq2_xxs experts", "attention", ...)
+    // while on: the decode-step breakdown of `bench`. take_op_times() returns the groups timed
+    // since the last call, slowest first, and clears them; time outside every group (the graph
+    // itself, untimed ops) is not listed. Empty on backends that do not time their ops.
+    struct op_time {
+        std::string name;
+        uint64_t calls = 0;
+        double seconds = 0;
+    };
+    void time_ops(bool on) const;
+    std::vector<op_time> take_op_times() const;
     // The tokenizer itself (nullptr without one), for in-tree front ends.
     const tokenizer* vocab() const;
 

@@ -225,6 +225,13 @@ struct graph_step_counts {
     uint64_t instantiations = 0;  // graphs built (first step and every op-sequence change)
 };
 
+// Wall time of one named group of ops (time_ops): "q8_0 matmul", "iq2_xxs experts", ...
+struct op_time {
+    std::string name;
+    uint64_t calls = 0;
+    double seconds = 0;
+};
+
 class backend {
   public:
     virtual ~backend() = default;
@@ -274,6 +281,13 @@ class backend {
     // Copy bandwidth of the backend's memory in GB/s (bytes read + written over a `bytes`
     // buffer), the roofline benchmarks compare with; 0 when the backend has no probe.
     virtual double measure_copy_bandwidth(size_t bytes) { return 0.0; }
+    // Per-op wall time (the decode-step breakdown of `bench`): while on, the backend adds the
+    // wall time of its products and heavy ops to named groups; take_op_times() returns the
+    // groups timed since the last call (slowest first) and clears them. Ops run inside another
+    // timed op count once, in the inner group. Nothing is timed (and the list is empty) on
+    // backends without timing.
+    virtual void time_ops(bool on) {}
+    virtual std::vector<op_time> take_op_times() { return {}; }
 
     // ---- element-wise and data movement ----
     // out [n, n_rep, w.ne[0]] = dequantized rows ids[i] of w, each written n_rep times.

@@ -225,6 +225,20 @@ Engine::graph_stats Engine::graph_step_stats() const {
     return {c.steps, c.replays, c.instantiations};
 }
 
+void Engine::time_ops(bool on) const {
+    std::lock_guard<std::mutex> lock(impl_->eval_mutex);
+    impl_->be->time_ops(on);
+}
+
+std::vector<Engine::op_time> Engine::take_op_times() const {
+    std::lock_guard<std::mutex> lock(impl_->eval_mutex);
+    std::vector<Engine::op_time> out;
+    for (backend::op_time& t : impl_->be->take_op_times()) {
+        out.push_back({std::move(t.name), t.calls, t.seconds});
+    }
+    return out;
+}
+
 status Engine::pipeline_ping(size_t bytes, double* seconds) const {
     if (!impl_->pipe) return {status_code::unsupported, "pipeline_ping: not a pipelined engine"};
     std::lock_guard<std::mutex> lock(impl_->eval_mutex);

@@ -301,6 +301,14 @@ TEST(BenchSmoke, SessionsDecodingTogether) {
         EXPECT_NEAR(row.at("batch_ratio"), row.at("batch_gen_tps") / row.at("solo_gen_tps"), 0.01);
     }
     EXPECT_NE(r.err.find("3 sessions together:"), std::string::npos) << r.err;
+    // The decode-step breakdown by op group, once per frontier, its shares closed by the rest.
+    for (const char* ctx : {"ctx     64  decode step ", "ctx    128  decode step "}) {
+        const size_t at = r.err.find(ctx);
+        ASSERT_NE(at, std::string::npos) << ctx << "\n" << r.err;
+        const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+        EXPECT_NE(line.find(" matmul "), std::string::npos) << line;
+        EXPECT_NE(line.find("not in an op group "), std::string::npos) << line;
+    }
     const run_out bad =
         run_bench("-m " + bench_model() + " --prompt-file " + text_file() + " --sessions 1");
     EXPECT_NE(bad.rc, 0);

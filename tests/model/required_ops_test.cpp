@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -298,6 +299,50 @@ TEST(EngineBackend, CpuIsTheDefaultAndDescribesItself) {
     EXPECT_EQ(g.steps, 0u);
     double gbs = 0;
     EXPECT_EQ(e->measure_copy_bandwidth(1 << 20, &gbs).code(), status_code::unsupported);
+}
+
+TEST(EngineBackend, OpTimingGroupsTheDecodeStepByKernel) {
+    engine_options eo;
+    eo.model_path = test::tiny_model("tiny", "published");  // Q8_0 dense, IQ2_XXS / Q2_K experts
+    eo.n_threads = 1;
+    eo.quiet = true;
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::load(eo, &e).ok());
+    std::unique_ptr<Session> s;
+    ASSERT_TRUE(e->create_session({}, &s).ok());
+    const std::vector<int32_t> prompt = {0, 5, 9, 17};
+    ASSERT_TRUE(s->eval(prompt).ok());
+    EXPECT_TRUE(e->take_op_times().empty());  // off by default: nothing timed
+
+    e->time_ops(true);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t next = 3;
+    ASSERT_TRUE(s->eval(std::span<const int32_t>(&next, 1)).ok());
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    e->time_ops(false);
+    const std::vector<Engine::op_time> ops = e->take_op_times();
+    ASSERT_FALSE(ops.empty());
+    double sum = 0;
+    std::set<std::string> names;
+    for (size_t i = 0; i < ops.size(); ++i) {
+        EXPECT_GT(ops[i].calls, 0u) << ops[i].name;
+        EXPECT_GE(ops[i].seconds, 0.0) << ops[i].name;
+        if (i > 0) {
+            EXPECT_LE(ops[i].seconds, ops[i - 1].seconds);  // slowest first
+        }
+        EXPECT_TRUE(names.insert(ops[i].name).second) << "group twice: " << ops[i].name;
+        sum += ops[i].seconds;
+    }
+    // Nested groups count once: the MoE op's products are moved out of its own group.
+    EXPECT_LE(sum, wall * 1.001);
+    for (const char* want : {"q8_0 matmul", "iq2_xxs experts", "q2_K experts", "attention",
+                             "moe (gather, SwiGLU, sum)", "hyper-connections"}) {
+        EXPECT_TRUE(names.count(want)) << "no group " << want;
+    }
+    EXPECT_TRUE(e->take_op_times().empty());  // taken and cleared
+    ASSERT_TRUE(s->eval(std::span<const int32_t>(&next, 1)).ok());
+    EXPECT_TRUE(e->take_op_times().empty());  // off again
 }
 
 TEST(EngineBackend, UnknownBackendIsRefusedWithTheBuiltOnes) {

@@ -146,7 +146,32 @@ struct frontier_row {
     double kept_rate() const {
         return spec_drafted > 0 ? static_cast<double>(spec_kept) / spec_drafted : 0;
     }
+    // The greedy probe's backend op groups (Engine::time_ops), slowest first.
+    std::vector<Engine::op_time> ops;
 };
+
+// "decode step 41.20 ms: q8_0 matmul 55.1 % (22.70 ms), ..., not in an op group 2.0 %": the
+// probe's op groups per step and as shares of its wall time; groups under 0.5 % are summed
+// into "smaller groups".
+std::string step_breakdown(const frontier_row& r) {
+    if (r.gen_tokens <= 0 || r.gen_s <= 0) return "no decode steps";
+    const double step = r.gen_s / static_cast<double>(r.gen_tokens);
+    std::string out = strfmt("decode step %.2f ms:", step * 1e3);
+    double timed = 0, small = 0;
+    for (const Engine::op_time& t : r.ops) {
+        timed += t.seconds;
+        const double share = t.seconds / r.gen_s;
+        if (share < 0.005) {
+            small += t.seconds;
+            continue;
+        }
+        out += strfmt(" %s %.1f %% (%.2f ms),", t.name.c_str(), 100.0 * share,
+                      t.seconds / static_cast<double>(r.gen_tokens) * 1e3);
+    }
+    if (small > 0) out += strfmt(" smaller groups %.1f %%,", 100.0 * small / r.gen_s);
+    out += strfmt(" not in an op group %.1f %%", 100.0 * std::max(0.0, r.gen_s - timed) / r.gen_s);
+    return out;
+}
 
 // The greedy token that is not EOS (first maximum, as Session::argmax).
 int32_t best_non_eos(std::span<const float> l, int32_t eos) {
@@ -553,6 +578,8 @@ int run_model_bench(const model_bench_args& a) {
             {"blk.*.moe_sel", "mtp.moe_sel"},
             [&experts](const std::string& name, int64_t, int64_t n_rows, int64_t width,
                        const float* data) { experts.add(name, n_rows, width, data); });
+        engine->time_ops(true);
+        (void)engine->take_op_times();
         t0 = clock_type::now();
         for (int64_t i = 0; i < a.gen_tokens; ++i) {
             const int32_t next = best_non_eos(session->logits(), eos);
@@ -560,6 +587,8 @@ int run_model_bench(const model_bench_args& a) {
         }
         r.gen_s = seconds_since(t0);
         r.gen_tokens = a.gen_tokens;
+        engine->time_ops(false);
+        r.ops = engine->take_op_times();
         session->set_dump({}, nullptr);
         gen_done += static_cast<uint64_t>(a.gen_tokens);
         progress.update(static_cast<uint64_t>(ctx) + gen_done);
@@ -643,6 +672,11 @@ int run_model_bench(const model_bench_args& a) {
                      human_bytes(static_cast<uint64_t>(r.weight_bytes)).c_str(),
                      human_bytes(static_cast<uint64_t>(r.kv_bytes)).c_str(), r.achieved_gbs(),
                      bw.gbs > 0 ? r.achieved_gbs() / bw.gbs : 0.0);
+    }
+    for (const frontier_row& r : rows) {
+        if (r.ops.empty()) continue;  // a backend without op timing
+        std::fprintf(stderr, "bench: ctx %6lld  %s\n", static_cast<long long>(r.ctx),
+                     step_breakdown(r).c_str());
     }
     if (speculating) {
         for (const frontier_row& r : rows) {

@@ -19,6 +19,7 @@ constexpr uint32_t kMaxRot = 256;
 }  // namespace
 
 void cpu_backend::kv_store(const tensor& kv, const tensor& ring, int64_t p0) {
+    const op_timer timer(*this, "element-wise");
     const int64_t n = kv.n_rows();
     const int64_t cap = ring.n_rows();
     const size_t rb = row_bytes(kv.type, kv.ne[0]);  // F32 rows, or packed I8 rows (V4.1)
@@ -30,6 +31,7 @@ void cpu_backend::kv_store(const tensor& kv, const tensor& ring, int64_t p0) {
 void cpu_backend::compressor(const compressor_params& p, const tensor& kvp, const tensor& sc,
                              const tensor& ape, const tensor& norm, const tensor& state_kv,
                              const tensor& state_score, const tensor& rows) {
+    const op_timer timer(*this, "compressor");
     const int64_t R = p.ratio;
     const int64_t d = p.width;
     const bool overlap = R == 4;
@@ -101,6 +103,7 @@ void cpu_backend::compressor(const compressor_params& p, const tensor& kvp, cons
 
 void cpu_backend::indexer_topk(const indexer_params& p, const tensor& qi, const tensor& wgt,
                                const tensor& rows, const tensor& sel) {
+    const op_timer timer(*this, "indexer");
     const int64_t K = p.top_k;
     const int64_t hd = p.head_dim;
     const int64_t nh = p.n_head;
@@ -210,6 +213,7 @@ void weighted_sum(const float* const* keys, int64_t n_keys, float* const* e, int
 void cpu_backend::sparse_attention(const attention_params& p, const tensor& q, const tensor& kv,
                                    const tensor& ring, const tensor& comp, const tensor& sel,
                                    const tensor& sinks, const tensor& out) {
+    const op_timer timer(*this, "attention");
     const int64_t hd = p.head_dim;
     const int64_t H = p.n_head;
     const int64_t n = q.n_rows();

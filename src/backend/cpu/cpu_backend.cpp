@@ -4,6 +4,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "backend/cpu/simd/simd.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "core/types.h"
 #include "quant/types.h"
 
 namespace magnetar::backend {
@@ -158,6 +160,7 @@ void cpu_backend::download(const tensor& src, void* dst) {
 }
 
 void cpu_backend::get_rows(const tensor& w, const tensor& ids, const tensor& out, int n_rep) {
+    const op_timer timer(*this, "element-wise");
     const int64_t n = ids.ne[0];
     const int64_t width = w.ne[0];
     // out is contiguous [n, n_rep, width], whatever its nominal row width.
@@ -180,6 +183,7 @@ void cpu_backend::get_rows(const tensor& w, const tensor& ids, const tensor& out
 }
 
 void cpu_backend::copy(const tensor& src, const tensor& dst) {
+    const op_timer timer(*this, "element-wise");
     MAGNETAR_ASSERT(src.ne[0] == dst.ne[0] && src.n_rows() == dst.n_rows() && src.type == dst.type,
                     "copy: shapes differ");
     const size_t rb = row_bytes(src.type, src.ne[0]);
@@ -191,6 +195,7 @@ void cpu_backend::fill(const tensor& dst, float value) {
 }
 
 void cpu_backend::add(const tensor& a, const tensor& b, const tensor& out, int rep) {
+    const op_timer timer(*this, "element-wise");
     const int64_t w = a.ne[0];
     MAGNETAR_ASSERT(b.ne[0] == w && out.ne[0] == w && b.n_rows() * rep == a.n_rows(),
                     "add: shapes");
@@ -208,6 +213,7 @@ void cpu_backend::add(const tensor& a, const tensor& b, const tensor& out, int r
 }
 
 void cpu_backend::swiglu(const tensor& g, const tensor& u, const tensor& out, float clamp) {
+    const op_timer timer(*this, "element-wise");
     const int64_t w = g.ne[0];
     pool_.parallel_for(
         g.n_rows(),
@@ -223,6 +229,7 @@ void cpu_backend::swiglu(const tensor& g, const tensor& u, const tensor& out, fl
 }
 
 void cpu_backend::project_out(const tensor& x, const tensor& v, float scale) {
+    const op_timer timer(*this, "element-wise");
     const int64_t w = x.ne[0];
     MAGNETAR_ASSERT(v.type == ggml_type::F32 && v.ne[0] == w && v.n_rows() == 1,
                     "project_out: v must be one F32 row of x's width");
@@ -257,7 +264,52 @@ bool q8_path(const tensor& w) {
 
 }  // namespace
 
+cpu_backend::op_timer::op_timer(cpu_backend& b, std::string_view name, std::string_view detail)
+    : b_(b), on_(b.time_ops_), name_(name), detail_(detail) {
+    if (!on_) return;
+    parent_ = b_.open_timer_;
+    b_.open_timer_ = this;
+    t0_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::steady_clock::now().time_since_epoch())
+                 .count();
+}
+
+cpu_backend::op_timer::~op_timer() {
+    if (!on_) return;
+    const int64_t t1 = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch())
+                           .count();
+    const int64_t total = t1 - t0_ns_;
+    b_.open_timer_ = parent_;
+    if (parent_ != nullptr) parent_->inner_ns_ += total;
+    std::string key(name_);
+    if (!detail_.empty()) {
+        key += ' ';
+        key += detail_;
+    }
+    auto it = std::find_if(b_.op_times_.begin(), b_.op_times_.end(),
+                           [&](const op_time& t) { return t.name == key; });
+    if (it == b_.op_times_.end()) {
+        b_.op_times_.push_back({std::move(key), 0, 0.0});
+        it = b_.op_times_.end() - 1;
+    }
+    ++it->calls;
+    it->seconds += static_cast<double>(total - inner_ns_) * 1e-9;
+}
+
+std::vector<op_time> cpu_backend::take_op_times() {
+    std::vector<op_time> out = std::move(op_times_);
+    op_times_.clear();
+    std::stable_sort(out.begin(), out.end(),
+                     [](const op_time& a, const op_time& b) { return a.seconds > b.seconds; });
+    return out;
+}
+
 void cpu_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {
+    // Products inside the MoE op are the routed experts' (their group says so).
+    const bool expert = open_timer_ != nullptr && open_timer_->name() == kMoeTimer;
+    const op_timer timer(*this, type_name(static_cast<uint32_t>(w.type)),
+                         expert ? "experts" : "matmul");
     MAGNETAR_ASSERT(x.ne[0] == w.ne[0] && y.ne[0] == w.ne[1] && y.n_rows() == x.n_rows(),
                     "matmul: shapes");
     MAGNETAR_ASSERT(x.ne[2] == 1 && y.ne[2] == 1 && x.ne[3] == 1 && y.ne[3] == 1,
@@ -280,6 +332,7 @@ void cpu_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {
 
 void cpu_backend::rms_norm(const tensor& x, const tensor& w, const tensor& out, uint32_t group,
                            float eps) {
+    const op_timer timer(*this, "element-wise");
     const int64_t width = x.ne[0];
     MAGNETAR_ASSERT(width % group == 0 && out.ne[0] == width, "rms_norm: shapes");
     const float* wd = w ? w.f32() : nullptr;
@@ -297,6 +350,7 @@ void cpu_backend::rms_norm(const tensor& x, const tensor& w, const tensor& out, 
 
 void cpu_backend::rope_tail(const tensor& x, uint32_t head_dim, const rope_params& rope, int64_t p0,
                             bool inverse) {
+    const op_timer timer(*this, "element-wise");
     MAGNETAR_ASSERT(rope.n_rot <= kMaxRot && rope.n_rot <= head_dim && x.ne[0] % head_dim == 0,
                     "rope_tail: shapes");
     double omega[kMaxRot / 2];
@@ -317,6 +371,7 @@ void cpu_backend::rope_tail(const tensor& x, uint32_t head_dim, const rope_param
 }
 
 void cpu_backend::fp8_kv_roundtrip(const tensor& x, uint32_t n_nope) {
+    const op_timer timer(*this, "element-wise");
     pool_.parallel_for(
         x.n_rows(),
         [&](int64_t r0, int64_t r1, int) {
@@ -326,6 +381,7 @@ void cpu_backend::fp8_kv_roundtrip(const tensor& x, uint32_t n_nope) {
 }
 
 void cpu_backend::indexer_qat(const tensor& x, uint32_t head_dim) {
+    const op_timer timer(*this, "element-wise");
     const int64_t n_heads = x.ne[0] / head_dim;
     pool_.parallel_for(
         x.n_rows(),

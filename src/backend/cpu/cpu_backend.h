@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -110,6 +111,30 @@ class cpu_backend : public backend {
     void engram_gate(const engram_params& p, const tensor& x, const tensor& kv, const tensor& wq,
                      const tensor& out) override;
 
+    void time_ops(bool on) override { time_ops_ = on; }
+    std::vector<op_time> take_op_times() override;
+
+    // The MoE ops' group: matmul() inside it counts as "<type> experts", not "<type> matmul".
+    static constexpr std::string_view kMoeTimer = "moe";
+    // Times the enclosing scope into group `name` (+ " " + `detail` when given) while time_ops
+    // is on; a timer opened inside another moves its time out of the outer one's group.
+    class op_timer {
+      public:
+        op_timer(cpu_backend& b, std::string_view name, std::string_view detail = {});
+        ~op_timer();
+        op_timer(const op_timer&) = delete;
+        op_timer& operator=(const op_timer&) = delete;
+        std::string_view name() const { return name_; }
+
+      private:
+        cpu_backend& b_;
+        bool on_;
+        std::string_view name_, detail_;
+        op_timer* parent_ = nullptr;
+        int64_t t0_ns_ = 0;
+        int64_t inner_ns_ = 0;
+    };
+
   private:
     struct aligned_free {
         void operator()(float* p) const;
@@ -120,6 +145,9 @@ class cpu_backend : public backend {
     bool reference_ = false;
     bool exact_ = false;
     std::vector<uint8_t> act_;  // quantized activations of the current product (grows only)
+    bool time_ops_ = false;
+    op_timer* open_timer_ = nullptr;  // innermost timer open now
+    std::vector<op_time> op_times_;   // groups timed since the last take_op_times()
 };
 
 }  // namespace magnetar::backend

@@ -33,6 +33,7 @@ void collapse_streams(const float* x, const float* pre, uint32_t n_hc, int64_t d
 void cpu_backend::hc_pre(const hc_params& p, const tensor& x, const tensor& fn, const tensor& scale,
                          const tensor& base, const tensor& y, const tensor& post,
                          const tensor& comb, const tensor& mix) {
+    const op_timer timer(*this, "hyper-connections");
     const uint32_t nh = p.n_hc;
     const int64_t d = p.n_embd;
     MAGNETAR_ASSERT(nh <= kMaxHc && x.ne[0] == nh * d && mix.ne[0] == (2 + nh) * nh,
@@ -66,6 +67,7 @@ void cpu_backend::hc_pre(const hc_params& p, const tensor& x, const tensor& fn, 
 
 void cpu_backend::hc_post(const hc_params& p, const tensor& x, const tensor& f, const tensor& post,
                           const tensor& comb, const tensor& out) {
+    const op_timer timer(*this, "hyper-connections");
     const uint32_t nh = p.n_hc;
     const int64_t d = p.n_embd;
     pool_.parallel_for(
@@ -92,6 +94,7 @@ void cpu_backend::hc_post(const hc_params& p, const tensor& x, const tensor& f, 
 void cpu_backend::hc_collapse(const hc_params& p, const tensor& x, const tensor& fn,
                               const tensor& scale, const tensor& base, const tensor& out,
                               const tensor& mix) {
+    const op_timer timer(*this, "hyper-connections");
     const uint32_t nh = p.n_hc;
     const int64_t d = p.n_embd;
     MAGNETAR_ASSERT(nh <= kMaxHc && mix.ne[0] == nh, "hc_collapse: shapes");

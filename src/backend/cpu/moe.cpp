@@ -17,6 +17,7 @@ constexpr uint32_t kMaxUsed = 64;
 void cpu_backend::router(const router_params& p, const tensor& logits, const tensor& bias,
                          const tensor& tid2eid, const tensor& ids, const tensor& sel,
                          const tensor& weights) {
+    const op_timer timer(*this, "router");
     const int64_t E = logits.ne[0];
     const uint32_t k = p.n_used;
     MAGNETAR_ASSERT(k <= kMaxUsed && sel.ne[0] == k && weights.ne[0] == k, "router: shapes");
@@ -64,6 +65,7 @@ void cpu_backend::router(const router_params& p, const tensor& logits, const ten
 void cpu_backend::moe(const tensor& x, const tensor& sel, const tensor& weights,
                       const moe_weights& w, float clamp, const tensor& out,
                       const moe_workspace& ws) {
+    const op_timer timer(*this, kMoeTimer, "(gather, SwiGLU, sum)");
     const int64_t n = x.n_rows();
     const int64_t k = sel.ne[0];
     const int64_t E = w.gate_exps.ne[2];

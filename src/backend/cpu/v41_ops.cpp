@@ -89,6 +89,7 @@ void cpu_backend::round_bf16(const tensor& x) {
 }
 
 void cpu_backend::qdq_rows(const tensor& x, qdq_format fmt, const tensor& packed) {
+    const op_timer timer(*this, "element-wise");
     const int64_t w = x.ne[0];
     int64_t row_bytes = 0;
     switch (fmt) {
@@ -138,6 +139,7 @@ void cpu_backend::qdq_rows(const tensor& x, qdq_format fmt, const tensor& packed
 
 void cpu_backend::rope41(const tensor& x, uint32_t head_dim, const rope41_params& rope, int64_t p0,
                          int64_t stride, bool inverse) {
+    const op_timer timer(*this, "element-wise");
     const int nr = static_cast<int>(rope.n_rot);
     MAGNETAR_ASSERT(nr % 2 == 0 && nr <= kMaxRot41 && nr <= static_cast<int>(head_dim) &&
                         x.ne[0] % head_dim == 0,
@@ -168,6 +170,7 @@ void cpu_backend::hc41_pre(const hc_params& p, const tensor& x, const tensor& fn
                            const tensor& scale, const tensor& base, const tensor& carry,
                            const tensor& y, const tensor& pre, const tensor& post,
                            const tensor& comb, const tensor& mix) {
+    const op_timer timer(*this, "hyper-connections");
     const uint32_t nh = p.n_hc;
     const int64_t d = p.n_embd;
     MAGNETAR_ASSERT(nh <= kMaxHc && x.ne[0] == nh * d && mix.ne[0] == (2 + nh) * nh &&
@@ -209,6 +212,7 @@ void cpu_backend::hc41_pre(const hc_params& p, const tensor& x, const tensor& fn
 
 void cpu_backend::hc41_collapse(const hc_params& p, const tensor& x, const tensor& w,
                                 const tensor& out) {
+    const op_timer timer(*this, "hyper-connections");
     const uint32_t nh = p.n_hc;
     const int64_t d = p.n_embd;
     MAGNETAR_ASSERT(x.ne[0] == nh * d && w.ne[0] == nh && out.ne[0] == d, "hc41_collapse: shapes");
@@ -233,6 +237,7 @@ void cpu_backend::hc41_collapse(const hc_params& p, const tensor& x, const tenso
 
 void cpu_backend::compressor41(const compressor41_params& p, const tensor& a, const tensor& b,
                                const tensor& state_a, const tensor& state_b, const tensor& z) {
+    const op_timer timer(*this, "compressor");
     const int64_t r = p.ratio;
     const int64_t dh = a.ne[0];
     const int64_t n = a.n_rows();
@@ -269,6 +274,7 @@ void cpu_backend::compressor41(const compressor41_params& p, const tensor& a, co
 void cpu_backend::indexer41(const indexer41_params& p, const tensor& qi, const tensor& w,
                             const tensor& keys, const tensor& cand_in, const tensor& cand_out,
                             const tensor& sel) {
+    const op_timer timer(*this, "indexer");
     const int64_t n = qi.n_rows();
     const int64_t hi = p.n_head;
     const int64_t di = p.head_dim;
@@ -367,6 +373,7 @@ void cpu_backend::indexer41(const indexer41_params& p, const tensor& qi, const t
 void cpu_backend::attention41(const attention41_params& p, const tensor& q, const tensor& kv,
                               const tensor& ring, const tensor& comp, const tensor& sel,
                               const tensor& sinks, const tensor& out) {
+    const op_timer timer(*this, "attention");
     const int64_t hd = p.head_dim;
     const int64_t H = p.n_head;
     const int64_t W = p.window;
@@ -467,6 +474,7 @@ void cpu_backend::attention41(const attention41_params& p, const tensor& q, cons
 void cpu_backend::moe41(const tensor& xq, const tensor& sel, const tensor& weights,
                         const moe_weights& w, float clamp, const tensor& out,
                         const moe_workspace& ws) {
+    const op_timer timer(*this, kMoeTimer, "(gather, SwiGLU, sum)");
     const int64_t n = xq.n_rows();
     const int64_t k = sel.ne[0];
     const int64_t E = w.gate_exps.ne[2];
@@ -533,6 +541,7 @@ void cpu_backend::moe41(const tensor& xq, const tensor& sel, const tensor& weigh
 // ---- Engram (§3.9.4) ----
 
 void cpu_backend::engram_gather(const tensor& table, const tensor& idx, const tensor& out) {
+    const op_timer timer(*this, "engram");
     const int64_t rb = table.ne[0];  // ED + ED/32 bytes
     const int64_t ed = rb * 32 / 33;
     const int64_t C = idx.ne[0];
@@ -557,6 +566,7 @@ void cpu_backend::engram_gather(const tensor& table, const tensor& idx, const te
 
 void cpu_backend::engram_gate(const engram_params& p, const tensor& x, const tensor& kv,
                               const tensor& wq, const tensor& out) {
+    const op_timer timer(*this, "engram");
     const int64_t nh = p.n_hc;
     const int64_t d = p.n_embd;
     MAGNETAR_ASSERT(x.ne[0] == nh * d && kv.ne[0] == (nh + 1) * d && wq.ne[0] == d &&
