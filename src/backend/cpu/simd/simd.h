@@ -120,8 +120,9 @@ index_scores_fn index_scores();
 // ---------------------------------------------------------------------------------------------
 
 // Sum of a buffer's 64-bit words read with the active level's widest loads, each 64 KiB block
-// as four interleaved streams (the pattern of a decode tile's four rows): the plain streaming
-// read that kernel bandwidth is compared with. bytes is a multiple of 256.
+// as four interleaved streams (the pattern of a tile of four rows; decode tiles read one row,
+// a single stream): the plain streaming read that kernel bandwidth is compared with. bytes is a
+// multiple of 256.
 uint64_t stream_sum(const void* data, size_t bytes);
 
 // Register-resident multiply-add loops at the active level: the arithmetic ceiling of one core
