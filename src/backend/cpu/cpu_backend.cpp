@@ -269,19 +269,14 @@ cpu_backend::op_timer::op_timer(cpu_backend& b, std::string_view name, std::stri
     if (!on_) return;
     parent_ = b_.open_timer_;
     b_.open_timer_ = this;
-    t0_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                 std::chrono::steady_clock::now().time_since_epoch())
-                 .count();
+    t0_ = std::chrono::steady_clock::now();
 }
 
 cpu_backend::op_timer::~op_timer() {
     if (!on_) return;
-    const int64_t t1 = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now().time_since_epoch())
-                           .count();
-    const int64_t total = t1 - t0_ns_;
+    const std::chrono::nanoseconds total = std::chrono::steady_clock::now() - t0_;
     b_.open_timer_ = parent_;
-    if (parent_ != nullptr) parent_->inner_ns_ += total;
+    if (parent_ != nullptr) parent_->inner_ += total;
     std::string key(name_);
     if (!detail_.empty()) {
         key += ' ';
@@ -294,7 +289,7 @@ cpu_backend::op_timer::~op_timer() {
         it = b_.op_times_.end() - 1;
     }
     ++it->calls;
-    it->seconds += static_cast<double>(total - inner_ns_) * 1e-9;
+    it->seconds += std::chrono::duration<double>(total - inner_).count();
 }
 
 std::vector<op_time> cpu_backend::take_op_times() {

@@ -8,6 +8,7 @@
 // Does not own: the forward pass (src/graph) or cache layout (src/kv).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -131,8 +132,8 @@ class cpu_backend : public backend {
         bool on_;
         std::string_view name_, detail_;
         op_timer* parent_ = nullptr;
-        int64_t t0_ns_ = 0;
-        int64_t inner_ns_ = 0;
+        std::chrono::steady_clock::time_point t0_;
+        std::chrono::nanoseconds inner_{0};  // time of the timers opened inside this one
     };
 
   private:
