@@ -432,6 +432,49 @@ TEST(BenchSmoke, ServeConcurrentClients) {
         << none.err;
 }
 
+// `bench kernels` beside a GGML CPU library: the directory's runnable variant is chosen, the
+// peer's rows and the "vs ggml" columns appear, a type the peer lacks gets no peer rows, a
+// peer that computes a different product is refused, and a bad location is a clear error.
+TEST(BenchSmoke, KernelsBesideTheGgmlPeer) {
+    const std::string common =
+        "kernels --quick --threads 1 --rounds 1 --prefill-tokens 1 "
+        "--set-mb 8 --family f32 --ggml " MAGNETAR_FAKE_GGML_DIR;
+    run_out r = run_bench(common + " --types f32 q2_K");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("ggml peer libggml-cpu-fake.so (family 'ggml')"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("agrees with f32 to "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ggml peer: no q2_K kernel in libggml-cpu-fake.so; no peer rows"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.out.find("\nggml   f32      2048x4096  decode"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("vs ggml"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("hot summary"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("\nggml   q2_K"), std::string::npos) << r.out;
+
+    r = run_bench(common + " --types q8_0");
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("the ggml peer (libggml-cpu-fake.so) disagrees with Magnetar on q8_0"),
+              std::string::npos)
+        << r.err;
+
+    r = run_bench("kernels --quick --types f32 --ggml /nonexistent/libggml-cpu.so");
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("ggml peer: /nonexistent/libggml-cpu.so does not exist"),
+              std::string::npos)
+        << r.err;
+    const std::string empty = test::temp_dir();
+    r = run_bench("kernels --quick --types f32 --ggml " + empty);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("ggml peer: no libggml-cpu*.so in " + empty), std::string::npos) << r.err;
+    // Without a peer the table has no peer columns.
+    r = run_bench(
+        "kernels --quick --threads 1 --rounds 1 --prefill-tokens 1 --set-mb 8 "
+        "--family f32 --types f32 --ggml off");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out.find("vs ggml"), std::string::npos) << r.out;
+}
+
 TEST(BenchSmoke, SubcommandsAndErrors) {
     run_out r = run_bench("--help");
     EXPECT_EQ(r.rc, 0);

@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -24,6 +26,7 @@
 #include "backend/cpu/simd/simd.h"
 #include "cli/bench_command.h"
 #include "cli/common.h"
+#include "cli/ggml_peer.h"
 #include "core/error.h"
 #include "core/format.h"
 #include "core/rng.h"
@@ -139,6 +142,7 @@ struct options {
     int prefill_tokens = 64;
     uint64_t set_mb = 0;
     bool quick = false;
+    std::string ggml;  // the peer library or its directory; "" = default, "off" = none
     std::string csv;
 };
 
@@ -157,27 +161,71 @@ simd::isa_level parse_level(const std::string& s) {
     throw Error("bench kernels: --level must be auto, off, avx2 or avx512 (got " + s + ")");
 }
 
-// The product of one family at one level, for w / x / y; act is the q8 family's buffer.
+// One measured product: a Magnetar family at the chosen level, or the ggml peer.
 struct product {
-    bool q8;
-    simd::isa_level level;
-    simd::matmul_fn f32;
-    void run(thread_pool& pool, const tensor& w, const tensor& x, const tensor& y,
-             void* act) const {
-        if (q8) {
-            simd::q8_matmul(pool, w, x, y, act, level);
-        } else {
-            simd::matmul(pool, w, x, y, f32);
-        }
-    }
+    std::string family;
+    std::function<void(thread_pool&, const tensor& w, const tensor& x, const tensor& y)> run;
 };
 
+// Magnetar's family `fam` at `level`; act is the q8 family's activation buffer.
+product magnetar_product(const std::string& fam, ggml_type t, simd::isa_level level,
+                         std::vector<uint8_t>& act) {
+    if (fam == "q8") {
+        return {fam, [level, &act](thread_pool& pool, const tensor& w, const tensor& x,
+                                   const tensor& y) {
+                    simd::q8_matmul(pool, w, x, y, act.data(), level);
+                }};
+    }
+    const simd::matmul_fn f = simd::matmul_at(level, t);
+    return {fam, [f](thread_pool& pool, const tensor& w, const tensor& x, const tensor& y) {
+                simd::matmul(pool, w, x, y, f);
+            }};
+}
+
+// The peer's product as GGML runs it on the CPU: the activations converted once by the peer's
+// own converter, then one peer dot product per (row, token), rows split over the same pool.
+product peer_product(const ggml_peer& peer, ggml_type t, std::vector<uint8_t>& act) {
+    return {
+        "ggml",
+        [&peer, t, &act](thread_pool& pool, const tensor& w, const tensor& x, const tensor& y) {
+            const int64_t n = w.ne[0], rows = w.ne[1], ntok = x.ne[1];
+            const size_t ab = peer.act_row_bytes(t, n);
+            for (int64_t k = 0; k < ntok; ++k)
+                peer.convert_act(t, x.f32() + k * n, act.data() + static_cast<size_t>(k) * ab, n);
+            pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+                for (int64_t r = b; r < e; ++r) {
+                    for (int64_t k = 0; k < ntok; ++k)
+                        y.f32()[k * rows + r] =
+                            peer.dot(t, w.row_ptr(r), act.data() + static_cast<size_t>(k) * ab, n);
+                }
+            });
+        }};
+}
+
+// Largest |a - b| over the largest |a|: how closely two products of the same bytes agree.
+double relative_gap(const std::vector<float>& a, const std::vector<float>& b, size_t n) {
+    double gap = 0.0, scale = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        gap = std::max(gap, std::fabs(static_cast<double>(a[i]) - b[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
+    }
+    return scale > 0.0 ? gap / scale : gap;
+}
+
+// Above this the peer is not computing the same product (a different layout or a broken
+// library): its rows would mean nothing.
+constexpr double kPeerMaxGap = 0.05;
+
 void bench_type(const options& o, ggml_type t, simd::isa_level level, size_t set_bytes,
-                const uint8_t* bw_buf, std::vector<row>& out) {
+                const uint8_t* bw_buf, const ggml_peer* peer, std::vector<row>& out) {
     const char* tname = type_traits_of(t).name;
     std::vector<std::string> fams;
     if (o.family == "f32" || o.family == "both") fams.push_back("f32");
     if (o.family == "q8" || o.family == "both") fams.push_back("q8");
+    const bool with_peer = peer && peer->supports(t);
+    if (peer && !with_peer)
+        std::fprintf(stderr, "  ggml peer: no %s kernel in %s; no peer rows\n", tname,
+                     peer->name().c_str());
     const std::vector<shape> shapes = shapes_for(t);
     const int n_shapes = o.quick ? 1 : static_cast<int>(shapes.size());
     for (int si = 0; si < n_shapes; ++si) {
@@ -203,75 +251,98 @@ void bench_type(const options& o, ggml_type t, simd::isa_level level, size_t set
         }
         std::vector<float> ybuf(static_cast<size_t>(sh.n_out * n_tok_max));
         std::vector<uint8_t> act(simd::act_row_bytes(t, sh.n_in) * static_cast<size_t>(n_tok_max));
+        std::vector<uint8_t> peer_act(with_peer ? peer->act_row_bytes(t, sh.n_in) : 0);
         const std::string shape_name =
             strfmt("%lldx%lld", static_cast<long long>(sh.n_out), static_cast<long long>(sh.n_in));
+        const auto matrix = [&](int64_t c, int64_t n_rows) {
+            return make_tensor(weights.get() + static_cast<size_t>(c) * mat, t, sh.n_in, n_rows);
+        };
 
-        for (const std::string& fam : fams) {
-            const product p{fam == "q8", level,
-                            fam == "q8" ? nullptr
-                                        : (level == simd::isa_level::scalar
-                                               ? simd::matmul_at(simd::isa_level::scalar, t)
-                                               : simd::matmul_at(level, t))};
-            for (int nth : o.threads) {
-                thread_pool pool(nth);
-                // Decode: one token, weights rotating through the set.
-                const tensor x1 = make_tensor(xbuf.data(), ggml_type::F32, sh.n_in, 1);
-                const tensor y1 = make_tensor(ybuf.data(), ggml_type::F32, sh.n_out, 1);
-                std::vector<double> ms, gbs, bws, ratios, cpus;
-                for (int c = 0; c < copies; ++c) {  // warm-up pass
-                    const tensor w = make_tensor(weights.get() + static_cast<size_t>(c) * mat, t,
-                                                 sh.n_in, sh.n_out);
-                    p.run(pool, w, x1, y1, act.data());
-                }
-                for (int r = 0; r < o.rounds; ++r) {
-                    const double bw =
-                        static_cast<double>(set_bytes) / read_pass(pool, bw_buf, set_bytes) / 1e9;
+        std::vector<product> products;
+        for (const std::string& fam : fams)
+            products.push_back(magnetar_product(fam, t, level, act));
+        if (with_peer) products.push_back(peer_product(*peer, t, peer_act));
+        const tensor x1 = make_tensor(xbuf.data(), ggml_type::F32, sh.n_in, 1);
+        const tensor y1 = make_tensor(ybuf.data(), ggml_type::F32, sh.n_out, 1);
+
+        // The peer against Magnetar's first family on the same bytes and token.
+        std::string peer_note;
+        if (with_peer) {
+            thread_pool pool(1);
+            products.front().run(pool, matrix(0, sh.n_out), x1, y1);
+            const std::vector<float> ours(ybuf.begin(), ybuf.begin() + sh.n_out);
+            products.back().run(pool, matrix(0, sh.n_out), x1, y1);
+            const double gap = relative_gap(ours, ybuf, static_cast<size_t>(sh.n_out));
+            if (!(gap <= kPeerMaxGap))
+                throw Error(
+                    strfmt("bench kernels: the ggml peer (%s) disagrees with Magnetar "
+                           "on %s %s: largest gap %.3g of the largest output",
+                           peer->name().c_str(), tname, shape_name.c_str(), gap));
+            peer_note = strfmt(", agrees with %s to %.1e", products.front().family.c_str(), gap);
+        }
+
+        for (int nth : o.threads) {
+            thread_pool pool(nth);
+            // Decode: one token, weights rotating through the set; every product in each round
+            // after the same streaming read, so all of them see the same machine.
+            const size_t np = products.size();
+            std::vector<std::vector<double>> ms(np), gbs(np), bws(np), ratios(np), cpus(np);
+            for (const product& p : products) {  // warm-up pass
+                for (int64_t c = 0; c < copies; ++c) p.run(pool, matrix(c, sh.n_out), x1, y1);
+            }
+            for (int r = 0; r < o.rounds; ++r) {
+                const double bw =
+                    static_cast<double>(set_bytes) / read_pass(pool, bw_buf, set_bytes) / 1e9;
+                for (size_t pi = 0; pi < np; ++pi) {
                     const auto t0 = clock_type::now();
                     const double c0 = process_cpu_seconds();
-                    for (int64_t c = 0; c < copies; ++c) {
-                        const tensor w = make_tensor(weights.get() + static_cast<size_t>(c) * mat,
-                                                     t, sh.n_in, sh.n_out);
-                        p.run(pool, w, x1, y1, act.data());
-                    }
+                    for (int64_t c = 0; c < copies; ++c)
+                        products[pi].run(pool, matrix(c, sh.n_out), x1, y1);
                     const double wall = seconds_since(t0);
-                    cpus.push_back((process_cpu_seconds() - c0) / (wall * nth));
+                    cpus[pi].push_back((process_cpu_seconds() - c0) / (wall * nth));
                     const double s = wall / static_cast<double>(copies);
                     const double g = static_cast<double>(mat) / s / 1e9;
-                    ms.push_back(s * 1e3);
-                    gbs.push_back(g);
-                    bws.push_back(bw);
-                    ratios.push_back(g / bw);
+                    ms[pi].push_back(s * 1e3);
+                    gbs[pi].push_back(g);
+                    bws[pi].push_back(bw);
+                    ratios[pi].push_back(g / bw);
                 }
+            }
+            for (size_t pi = 0; pi < np; ++pi) {
+                const product& p = products[pi];
+                const bool is_peer = p.family == "ggml";
                 const row decode{
-                    fam,
+                    p.family,
                     tname,
                     shape_name,
                     "decode",
                     nth,
-                    median(ms),
-                    median(gbs),
-                    median(bws),
-                    median(ratios),
-                    2.0 * static_cast<double>(sh.n_in * sh.n_out) / (median(ms) * 1e-3) / 1e9,
-                    median(cpus)};
+                    median(ms[pi]),
+                    median(gbs[pi]),
+                    median(bws[pi]),
+                    median(ratios[pi]),
+                    2.0 * static_cast<double>(sh.n_in * sh.n_out) / (median(ms[pi]) * 1e-3) / 1e9,
+                    median(cpus[pi])};
                 out.push_back(decode);
-                std::string note;
-                // Prefill: n_tok tokens against one matrix.
-                if (o.prefill_tokens > 1) {
-                    const tensor w = make_tensor(weights.get(), t, sh.n_in, sh.n_out);
+                std::string note = is_peer ? peer_note : std::string();
+                // Prefill: n_tok tokens against one matrix (Magnetar's families only: GGML's
+                // batched products go through other paths than its dot products).
+                if (o.prefill_tokens > 1 && !is_peer) {
+                    const tensor w = matrix(0, sh.n_out);
                     const tensor xp = make_tensor(xbuf.data(), ggml_type::F32, sh.n_in, n_tok_max);
                     const tensor yp = make_tensor(ybuf.data(), ggml_type::F32, sh.n_out, n_tok_max);
-                    p.run(pool, w, xp, yp, act.data());
+                    p.run(pool, w, xp, yp);
                     std::vector<double> pms;
                     for (int r = 0; r < std::max(3, o.rounds / 2); ++r) {
                         const auto t0 = clock_type::now();
-                        p.run(pool, w, xp, yp, act.data());
+                        p.run(pool, w, xp, yp);
                         pms.push_back(seconds_since(t0) * 1e3);
                     }
                     const double m = median(pms);
                     const double flops = 2.0 * static_cast<double>(sh.n_in * sh.n_out * n_tok_max);
-                    out.push_back({fam, tname, shape_name, strfmt("prefill%d", o.prefill_tokens),
-                                   nth, m, static_cast<double>(mat) / (m * 1e-3) / 1e9, 0.0, 0.0,
+                    out.push_back({p.family, tname, shape_name,
+                                   strfmt("prefill%d", o.prefill_tokens), nth, m,
+                                   static_cast<double>(mat) / (m * 1e-3) / 1e9, 0.0, 0.0,
                                    flops / (m * 1e-3) / 1e9});
                     note += strfmt(", prefill %.1f GFLOP/s", out.back().gflops);
                 }
@@ -280,24 +351,22 @@ void bench_type(const options& o, ggml_type t, simd::isa_level level, size_t set
                 if (nth == 1) {
                     const int64_t hot_rows =
                         std::max<int64_t>(16, static_cast<int64_t>((128u << 10) / rb) / 16 * 16);
-                    const tensor w = make_tensor(weights.get(), t, sh.n_in,
-                                                 std::min<int64_t>(hot_rows, sh.n_out));
+                    const tensor w = matrix(0, std::min<int64_t>(hot_rows, sh.n_out));
                     const tensor yh = make_tensor(ybuf.data(), ggml_type::F32, w.ne[1], 1);
-                    p.run(pool, w, x1, yh, act.data());
+                    p.run(pool, w, x1, yh);
                     const double hot_gws = static_cast<double>(w.ne[0] * w.ne[1]) / 1e9 *
-                                           calls_per_cpu_second(std::max(3, o.rounds), [&] {
-                                               p.run(pool, w, x1, yh, act.data());
-                                           });
+                                           calls_per_cpu_second(std::max(3, o.rounds),
+                                                                [&] { p.run(pool, w, x1, yh); });
                     note += strfmt(", hot %.2f Gweights/cpu-s", hot_gws);
-                    out.push_back({fam, tname, shape_name, "hot", 1, 0.0,
+                    out.push_back({p.family, tname, shape_name, "hot", 1, 0.0,
                                    hot_gws * static_cast<double>(rb) / static_cast<double>(sh.n_in),
                                    0.0, 0.0, 2.0 * hot_gws});
                 }
                 std::fprintf(stderr,
                              "  %-4s %-8s %-10s %d thr: decode %.3f ms %.1f GB/s (%.2f of %.1f "
                              "GB/s read, cpu %.0f%%)%s\n",
-                             fam.c_str(), tname, shape_name.c_str(), nth, decode.ms, decode.gbs,
-                             decode.ratio, decode.bw, 100.0 * decode.cpu, note.c_str());
+                             p.family.c_str(), tname, shape_name.c_str(), nth, decode.ms,
+                             decode.gbs, decode.ratio, decode.bw, 100.0 * decode.cpu, note.c_str());
             }
         }
     }
@@ -362,6 +431,21 @@ int run_bench(const options& o_in) {
                  o.rounds);
     buffer bw_buf = alloc_touched(set_bytes);
 
+    // The ggml peer: asked for by --ggml, else the bench package when it is installed.
+    std::unique_ptr<ggml_peer> peer;
+    if (o.ggml != "off") {
+        const std::string where = o.ggml.empty() ? ggml_peer::default_location() : o.ggml;
+        if (!where.empty()) {
+            peer = ggml_peer::load(where);
+            std::fprintf(stderr, "bench kernels: ggml peer %s (family 'ggml')\n",
+                         peer->name().c_str());
+        } else {
+            std::fprintf(stderr,
+                         "bench kernels: no ggml peer (install it with `npm ci` in "
+                         "scripts/bench, or pass --ggml)\n");
+        }
+    }
+
     std::vector<row> rows;
     for (const std::string& tn : o.types) {
         if (tn == "indexer") {
@@ -371,7 +455,7 @@ int run_bench(const options& o_in) {
         const auto t = type_from_name(tn);
         if (!t || simd::matmul_at(simd::isa_level::scalar, *t) == nullptr)
             throw Error("bench kernels: no kernel for type " + tn);
-        bench_type(o, *t, level, set_bytes, bw_buf.get(), rows);
+        bench_type(o, *t, level, set_bytes, bw_buf.get(), peer.get(), rows);
     }
 
     std::printf("%-6s %-8s %-10s %-10s %4s %9s %11s %9s %9s %5s %9s\n", "family", "type", "shape",
@@ -385,32 +469,60 @@ int run_bench(const options& o_in) {
                     r.ratio > 0 ? strfmt("%.2f", r.ratio).c_str() : "-",
                     r.cpu > 0 ? strfmt("%.0f", 100.0 * r.cpu).c_str() : "-", r.gflops);
     }
-    // Decode per type and shape: the faster family, 1 thread and all threads, against the
-    // acceptance ratio (kernel weight GB/s over the streaming read of the same round).
     constexpr double kTargetRatio = 0.85;
+    // Per type, shape, mode and threads: Magnetar's faster family, and the peer's row of the
+    // same measurement when there is one.
+    const auto summary = [&](const std::string& mode, bool target) {
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const row& a = rows[i];
+            if (a.mode != mode || a.family == "ggml" || a.type == "indexer") continue;
+            const row* best = &a;
+            const row* ggml = nullptr;
+            bool first = true;
+            for (size_t j = 0; j < rows.size(); ++j) {
+                const row& b = rows[j];
+                if (b.mode != mode || b.type != a.type || b.shape != a.shape ||
+                    b.threads != a.threads)
+                    continue;
+                if (b.family == "ggml") {
+                    ggml = &b;
+                    continue;
+                }
+                if (j < i) first = false;
+                if (b.gbs > best->gbs) best = &b;
+            }
+            if (!first) continue;
+            std::printf("%-8s %-10s %4d %-6s %11.1f", best->type.c_str(), best->shape.c_str(),
+                        best->threads, best->family.c_str(), best->gbs);
+            if (target) {
+                std::printf(" %9.1f %9.2f %5.0f %-6s", best->bw, best->ratio, 100.0 * best->cpu,
+                            best->ratio >= kTargetRatio ? "met" : "below");
+            }
+            if (ggml) {
+                std::printf(" %9.1f %7.2fx", ggml->gbs, best->gbs / ggml->gbs);
+            } else if (peer) {
+                std::printf(" %9s %8s", "-", "-");
+            }
+            std::printf("\n");
+        }
+    };
     std::printf(
         "\ndecode summary: ratio = weight GB/s / streaming-read GB/s (same threads, same "
         "rounds); target >= %.2f\n",
         kTargetRatio);
-    std::printf("%-8s %-10s %4s %-6s %11s %9s %9s %5s %s\n", "type", "shape", "thr", "family",
+    std::printf("%-8s %-10s %4s %-6s %11s %9s %9s %5s %-6s", "type", "shape", "thr", "family",
                 "weight GB/s", "read GB/s", "ratio", "cpu%", "target");
-    for (size_t i = 0; i < rows.size(); ++i) {
-        const row& a = rows[i];
-        if (a.mode != "decode") continue;
-        const row* best = &a;
-        bool first = true;
-        for (size_t j = 0; j < rows.size(); ++j) {
-            const row& b = rows[j];
-            if (b.mode != "decode" || b.type != a.type || b.shape != a.shape ||
-                b.threads != a.threads)
-                continue;
-            if (j < i) first = false;
-            if (b.ratio > best->ratio) best = &b;
-        }
-        if (!first) continue;
-        std::printf("%-8s %-10s %4d %-6s %11.1f %9.1f %9.2f %5.0f %s\n", best->type.c_str(),
-                    best->shape.c_str(), best->threads, best->family.c_str(), best->gbs, best->bw,
-                    best->ratio, 100.0 * best->cpu, best->ratio >= kTargetRatio ? "met" : "below");
+    if (peer) std::printf(" %9s %8s", "ggml GB/s", "vs ggml");
+    std::printf("\n");
+    summary("decode", true);
+    if (peer) {
+        std::printf(
+            "\nhot summary (one thread, cache-resident rows, thread CPU time), against the ggml "
+            "peer %s\n",
+            peer->name().c_str());
+        std::printf("%-8s %-10s %4s %-6s %11s %9s %8s\n", "type", "shape", "thr", "family",
+                    "weight GB/s", "ggml GB/s", "vs ggml");
+        summary("hot", false);
     }
     if (!o.csv.empty()) {
         FILE* f = std::fopen(o.csv.c_str(), "w");
@@ -448,6 +560,11 @@ action setup(CLI::App& sub) {
     sub.add_option("--set-mb", o->set_mb,
                    "MiB of weights rotated per measurement (default: max(256, 16 x LLC))");
     sub.add_flag("--quick", o->quick, "First shape only, at most 3 rounds");
+    sub.add_option("--ggml", o->ggml,
+                   "GGML CPU library (libggml-cpu*.so, or a directory of them: the variant this "
+                   "CPU scores best) timed beside Magnetar as family 'ggml'; 'off' for none "
+                   "(default: MAGNETAR_GGML_LIB, else scripts/bench's node-llama-cpp package "
+                   "when installed)");
     sub.add_option("--csv", o->csv, "Also write the table as CSV to this file");
     sub.footer(
         "Shapes (rows x columns = n_out x n_in): 2048x4096 and 4096x2048 (Flash routed experts), "
@@ -461,7 +578,10 @@ action setup(CLI::App& sub) {
         "matrix, timed in thread CPU time: the kernel's compute rate (weight GB/s and GFLOP/s at "
         "that rate), unaffected by memory and by other processes. 'indexer': the lightning "
         "indexer's scores (64 heads of 128 against 8192 compressed rows) in GFLOP/s per core, "
-        "the scalar twin and the chosen level.");
+        "the scalar twin and the chosen level. 'ggml' rows: the same bytes through the GGML peer's "
+        "own activation converter and dot product per row and token (decode and hot rows; its "
+        "batched products take other paths, so it has no prefill rows); a peer whose outputs "
+        "differ from Magnetar's by more than 5 % of the largest is an error.");
     return [o]() { return run_bench(*o); };
 }
 
