@@ -469,6 +469,58 @@ struct k_iq2_xxs {
             sumi[t] = _mm_add_epi32(sumi[t], _mm_madd_epi16(_mm_add_epi16(p0, p1), ls));
         }
     }
+#if defined(MAGNETAR_SIMD_VNNI)
+    // Decode with AVX-512 (one row, one token): the 32 sign bytes of the block built at once
+    // with SIMD (the 7-bit fields of the eight sign words, bit 7 their parity by a nibble
+    // table), applied to the activation bytes through a byte mask; each group a 256-bit
+    // maddubs and one VNNI multiply-add by its scale. The 8 int32 lanes of a group hold its
+    // weights 4m..4m+3; adding the two 128-bit halves gives the lanes of the 128-bit path
+    // (weights 4j..4j+3 and 16+4j..16+4j+3), so the integers, and the bits, are the same.
+    static __m128i decode_sums(const block_iq2_xxs* x, const block_q8_K* y) {
+        const __m256i lo = load256(x->qs);
+        const __m256i hi = load256(x->qs + 16);
+        // The sign word (odd 32-bit word) of each group, group g in word g.
+        const __m256i sw =
+            _mm256_permutex2var_epi32(lo, _mm256_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15), hi);
+        const __m256i m7 = _mm256_set1_epi32(0x7F);
+        __m256i sb = _mm256_or_si256(
+            _mm256_or_si256(_mm256_and_si256(sw, m7),
+                            _mm256_and_si256(_mm256_slli_epi32(sw, 1), _mm256_slli_epi32(m7, 8))),
+            _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(sw, 2), _mm256_slli_epi32(m7, 16)),
+                            _mm256_and_si256(_mm256_slli_epi32(sw, 3), _mm256_slli_epi32(m7, 24))));
+        // 0x80 where a nibble has odd parity.
+        const __m256i par = _mm256_broadcastsi128_si256(
+            _mm_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0));
+        const __m256i n4 = _mm256_set1_epi8(0x0F);
+        sb = _mm256_or_si256(
+            sb, _mm256_xor_si256(
+                    _mm256_shuffle_epi8(par, _mm256_and_si256(sb, n4)),
+                    _mm256_shuffle_epi8(par, _mm256_and_si256(_mm256_srli_epi16(sb, 4), n4))));
+        alignas(32) uint32_t sign[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sign), sb);
+        const __m256i sc = group_scales(x);
+        const __m128i sc_lo = _mm256_castsi256_si128(sc);
+        const __m128i sc_hi = _mm256_extracti128_si256(sc, 1);
+        const uint64_t* grid = kIq2xxsGrid;
+        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int ib = 0; ib < 8; ++ib) {
+            uint64_t gi;
+            std::memcpy(&gi, x->qs + 4 * ib, sizeof(gi));
+            const __m256i g = _mm256_setr_m128i(pair(grid, gi & 0xFF, (gi >> 8) & 0xFF),
+                                                pair(grid, (gi >> 16) & 0xFF, (gi >> 24) & 0xFF));
+            __m256i q = load256(y->qs + 32 * ib);
+            q = _mm256_mask_mov_epi8(q, static_cast<__mmask32>(sign[ib]),
+                                     _mm256_sub_epi8(_mm256_setzero_si256(), q));
+            // Word 1 + 2 (ib & 1) + 4 (ib >> 2) of lane (ib >> 1) & 1 (see group_scales).
+            const int wd = 2 * (ib & 1) + 1 + 4 * (ib >> 2);
+            const __m256i ls =
+                _mm256_broadcastw_epi16(_mm_bsrli_si128(((ib >> 1) & 1) ? sc_hi : sc_lo, 2 * wd));
+            sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(g, q), ls);
+        }
+        return _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+    }
+#endif
     template <int NR, int NT>
     static void block(const uint8_t* const* w, const uint8_t* const* a, acc (&s)[NR][NT]) {
         for (int r = 0; r < NR; ++r) {
@@ -476,6 +528,9 @@ struct k_iq2_xxs {
             __m128i sumi[NT];
             for (int t = 0; t < NT; ++t) sumi[t] = _mm_setzero_si128();
             if constexpr (NT == 1) {
+#if defined(MAGNETAR_SIMD_VNNI)
+                sumi[0] = decode_sums(x, reinterpret_cast<const block_q8_K*>(a[0]));
+#else
                 const __m256i sc = group_scales(x);
                 const __m128i sc_lo = _mm256_castsi256_si128(sc);
                 const __m128i sc_hi = _mm256_extracti128_si256(sc, 1);
@@ -488,6 +543,7 @@ struct k_iq2_xxs {
                     const __m128i ls = _mm_shuffle_epi8(((ib >> 1) & 1) ? sc_hi : sc_lo, sel);
                     group<NT>(x, a, ib, ls, sumi);
                 }
+#endif
             } else {
                 for (int ib = 0; ib < 8; ++ib) {
                     const uint32_t sc = static_cast<uint32_t>(x->qs[4 * ib + 3]) >> 12;
