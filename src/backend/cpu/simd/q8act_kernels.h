@@ -248,6 +248,34 @@ struct k_q8_0_act {
             ya[t] = load256(y->qs);
             dy[t] = h2f(y->d);
         }
+#if defined(MAGNETAR_SIMD_VNNI)
+        if constexpr (NT > 1) {
+            // Token tiles with VNNI: the activation bytes offset by 128 (unsigned) once per
+            // token, so each (row, token) is one dpbusd of them with the signed weight bytes,
+            // started from -128 x the row's 4-element sums: per 4-element lane the same integer
+            // as |w| x sign(a, w), without the two sign operations.
+            __m256i yu[NT];
+            __m256 dyv[NT];
+            for (int t = 0; t < NT; ++t) {
+                yu[t] = _mm256_xor_si256(ya[t], _mm256_set1_epi8(-128));
+                dyv[t] = _mm256_set1_ps(dy[t]);
+            }
+            for (int r = 0; r < NR; ++r) {
+                const auto* x = reinterpret_cast<const typename Dec::block*>(w[r]);
+                const __m256i xv = dec.codes(*x);
+                const __m256i base = _mm256_sub_epi32(
+                    _mm256_setzero_si256(),
+                    _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), xv));
+                const __m256 dx = _mm256_set1_ps(Dec::scale(*x));
+                for (int t = 0; t < NT; ++t) {
+                    const __m256i p = _mm256_dpbusd_epi32(base, yu[t], xv);
+                    s[r][t].v = _mm256_fmadd_ps(_mm256_mul_ps(dx, dyv[t]), _mm256_cvtepi32_ps(p),
+                                                s[r][t].v);
+                }
+            }
+            return;
+        }
+#endif
         for (int r = 0; r < NR; ++r) {
             const auto* x = reinterpret_cast<const typename Dec::block*>(w[r]);
             const __m256i xv = dec.codes(*x);
@@ -260,7 +288,9 @@ struct k_q8_0_act {
             }
         }
     }
-    static float finish(const acc& a) { return hsum(a.v); }
+    static float finish(const acc& a) {
+        return hsum(a.v);
+    }
 };
 
 // Q8_0 x Q8_0: the codes as they are, scaled by both halves' scales.
@@ -736,7 +766,12 @@ inline void fill(detail::kernel_table& k) {
     k.q8_matmul[detail::slot_f32] = detail::matmul_rows<dot_f32>;
     k.q8_matmul[detail::slot_f16] = detail::matmul_rows<dot_f16>;
     k.q8_matmul[detail::slot_bf16] = detail::matmul_rows<dot_bf16>;
+#if defined(MAGNETAR_SIMD_VNNI)
+    // 4 x 4 tiles fit AVX-512's 32 vector registers (measured 1.05x over 2 x 4 there).
+    k.q8_matmul[detail::slot_q8_0] = matmul_tiles<k_q8_0, 4, 4>;
+#else
     k.q8_matmul[detail::slot_q8_0] = matmul_tiles<k_q8_0, 2, 4>;
+#endif
     k.q8_matmul[detail::slot_q4_K] = matmul_tiles<k_q4_K, 2, 4>;
     k.q8_matmul[detail::slot_q2_K] = matmul_tiles<k_q2_K, 1, 8>;
     k.q8_matmul[detail::slot_iq2_xxs] = matmul_tiles<k_iq2_xxs, 1, 8>;
