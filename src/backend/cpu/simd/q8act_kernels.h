@@ -582,8 +582,10 @@ struct k_iq2_xxs {
                                      _mm256_sub_epi8(_mm256_setzero_si256(), q));
             // Word 1 + 2 (ib & 1) + 4 (ib >> 2) of lane (ib >> 1) & 1 (see group_scales).
             const int wd = 2 * (ib & 1) + 1 + 4 * (ib >> 2);
+            const __m128i sel =
+                _mm_set1_epi16(static_cast<int16_t>((2 * wd) | ((2 * wd + 1) << 8)));
             const __m256i ls =
-                _mm256_broadcastw_epi16(_mm_bsrli_si128(((ib >> 1) & 1) ? sc_hi : sc_lo, 2 * wd));
+                _mm256_broadcastsi128_si256(_mm_shuffle_epi8(((ib >> 1) & 1) ? sc_hi : sc_lo, sel));
             sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(g, q), ls);
         }
         return _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
