@@ -201,6 +201,11 @@ inline __m128i load128(const void* p) {
     return _mm_loadu_si128(static_cast<const __m128i*>(p));
 }
 
+// The two 128-bit halves of 8 int32 lanes added: lane j + lane j + 4.
+inline __m128i add_halves(__m256i v) {
+    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
 // Bytes ahead of the current block that the tiles prefetch in every weight row: far enough to
 // cover memory latency at full bandwidth, near enough to stay inside the row tile's L1 share.
 // Prefill tiles (several tokens per weight block) stream slowly and use the short distance;
@@ -471,8 +476,7 @@ struct k_q2_K {
                 const auto* y = reinterpret_cast<const block_q8_K*>(a[t]);
                 // Mins against the token's 16 Q8_K sums.
                 const __m256i pm = _mm256_madd_epi16(mins16, load256(y->bsums));
-                __m128i s4 =
-                    _mm_add_epi32(_mm256_castsi256_si128(pm), _mm256_extracti128_si256(pm, 1));
+                __m128i s4 = add_halves(pm);
                 s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
                 s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
                 const int32_t summs = _mm_cvtsi128_si32(s4);
@@ -517,6 +521,20 @@ struct k_iq2_xxs {
         const __m256i b = _mm256_srli_epi32(load256(x->qs + 16), 28);
         const __m256i p = _mm256_packs_epi32(a, b);
         return _mm256_or_si256(_mm256_add_epi16(p, p), _mm256_set1_epi16(1));
+    }
+    // Group ib's scale from group_scales' halves, in every int16 of 128 bits: word 1 + 2 (ib & 1)
+    // + 4 (ib >> 2) of lane (ib >> 1) & 1.
+    static __m128i group_scale(__m128i sc_lo, __m128i sc_hi, int ib) {
+        const int wd = 2 * (ib & 1) + 1 + 4 * (ib >> 2);
+        const __m128i sel = _mm_set1_epi16(static_cast<int16_t>((2 * wd) | ((2 * wd + 1) << 8)));
+        return _mm_shuffle_epi8(((ib >> 1) & 1) ? sc_hi : sc_lo, sel);
+    }
+    // The magnitudes of the four 8-weight chunks whose grid indices are the bytes of idx
+    // (chunk k in bytes 8k..8k+7).
+    static __m256i magnitudes(uint32_t idx) {
+        const uint64_t* grid = kIq2xxsGrid;
+        return _mm256_setr_m128i(pair(grid, idx & 0xFF, (idx >> 8) & 0xFF),
+                                 pair(grid, (idx >> 16) & 0xFF, idx >> 24));
     }
     // Group ib (32 weights) against every token: sumi[t] += the group's products times ls.
     template <int NT>
@@ -569,26 +587,18 @@ struct k_iq2_xxs {
         const __m256i sc = group_scales(x);
         const __m128i sc_lo = _mm256_castsi256_si128(sc);
         const __m128i sc_hi = _mm256_extracti128_si256(sc, 1);
-        const uint64_t* grid = kIq2xxsGrid;
         __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int ib = 0; ib < 8; ++ib) {
-            uint64_t gi;
+            uint32_t gi;
             std::memcpy(&gi, x->qs + 4 * ib, sizeof(gi));
-            const __m256i g = _mm256_setr_m128i(pair(grid, gi & 0xFF, (gi >> 8) & 0xFF),
-                                                pair(grid, (gi >> 16) & 0xFF, (gi >> 24) & 0xFF));
             __m256i q = load256(y->qs + 32 * ib);
             q = _mm256_mask_mov_epi8(q, static_cast<__mmask32>(sign[ib]),
                                      _mm256_sub_epi8(_mm256_setzero_si256(), q));
-            // Word 1 + 2 (ib & 1) + 4 (ib >> 2) of lane (ib >> 1) & 1 (see group_scales).
-            const int wd = 2 * (ib & 1) + 1 + 4 * (ib >> 2);
-            const __m128i sel =
-                _mm_set1_epi16(static_cast<int16_t>((2 * wd) | ((2 * wd + 1) << 8)));
-            const __m256i ls =
-                _mm256_broadcastsi128_si256(_mm_shuffle_epi8(((ib >> 1) & 1) ? sc_hi : sc_lo, sel));
-            sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(g, q), ls);
+            const __m256i ls = _mm256_broadcastsi128_si256(group_scale(sc_lo, sc_hi, ib));
+            sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(magnitudes(gi), q), ls);
         }
-        return _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+        return add_halves(sumi);
     }
 #endif
     // Group ib against every token of a tile, 256 bits at a time: the group's magnitudes and its
@@ -597,12 +607,10 @@ struct k_iq2_xxs {
     template <int NT>
     static void group_wide(const block_iq2_xxs* x, const uint8_t* const* a, int ib, __m256i ls,
                            __m256i (&sumi)[NT]) {
-        const uint64_t* grid = kIq2xxsGrid;
         const uint64_t* sign = kIq2xxsSignBytes.v;
         uint32_t aux[2];
         std::memcpy(aux, x->qs + 4 * ib, sizeof(aux));
-        const __m256i g = _mm256_setr_m128i(pair(grid, aux[0] & 0xFF, (aux[0] >> 8) & 0xFF),
-                                            pair(grid, (aux[0] >> 16) & 0xFF, aux[0] >> 24));
+        const __m256i g = magnitudes(aux[0]);
         const __m256i sg =
             _mm256_setr_m128i(pair(sign, aux[1] & 127, (aux[1] >> 7) & 127),
                               pair(sign, (aux[1] >> 14) & 127, (aux[1] >> 21) & 127));
@@ -630,14 +638,8 @@ struct k_iq2_xxs {
                 const __m128i sc_lo = _mm256_castsi256_si128(sc);
                 const __m128i sc_hi = _mm256_extracti128_si256(sc, 1);
 #pragma GCC unroll 8
-                for (int ib = 0; ib < 8; ++ib) {
-                    // Word 1 + 2 (ib & 1) + 4 (ib >> 2) of lane (ib >> 1) & 1 into every word.
-                    const int wd = 2 * (ib & 1) + 1 + 4 * (ib >> 2);
-                    const __m128i sel =
-                        _mm_set1_epi16(static_cast<int16_t>((2 * wd) | ((2 * wd + 1) << 8)));
-                    const __m128i ls = _mm_shuffle_epi8(((ib >> 1) & 1) ? sc_hi : sc_lo, sel);
-                    group<NT>(x, a, ib, ls, sumi);
-                }
+                for (int ib = 0; ib < 8; ++ib)
+                    group<NT>(x, a, ib, group_scale(sc_lo, sc_hi, ib), sumi);
 #endif
             } else {
                 __m256i wide[NT];
@@ -647,10 +649,7 @@ struct k_iq2_xxs {
                     group_wide<NT>(x, a, ib, _mm256_set1_epi16(static_cast<int16_t>(2 * sc + 1)),
                                    wide);
                 }
-                for (int t = 0; t < NT; ++t) {
-                    sumi[t] = _mm_add_epi32(_mm256_castsi256_si128(wide[t]),
-                                            _mm256_extracti128_si256(wide[t], 1));
-                }
+                for (int t = 0; t < NT; ++t) sumi[t] = add_halves(wide[t]);
             }
             const float d = 0.125f * h2f(x->d);
             for (int t = 0; t < NT; ++t) {
