@@ -49,13 +49,6 @@ think_mode parse_mode(const std::string& s) {
     throw std::runtime_error("unknown thinking mode \"" + s + "\"");
 }
 
-std::string trim(const std::string& s) {
-    const size_t a = s.find_first_not_of(" \t\r\n");
-    if (a == std::string::npos) return {};
-    const size_t b = s.find_last_not_of(" \t\r\n");
-    return s.substr(a, b - a + 1);
-}
-
 class chat {
   public:
     chat(const Engine& engine, common_flags& f) : engine_(engine), f_(f) {
@@ -70,8 +63,8 @@ class chat {
             stderr, "magnetar chat: %s, context %lld, thinking %s. /help lists the commands.\n",
             engine_.info().name.c_str(), static_cast<long long>(f_.n_ctx), mode_name(f_.mode));
         std::string line;
-        while (read_message(in, &line)) {
-            line = trim(line);
+        while (read_message(in, kPrompt, kContinuation, &line)) {
+            line = trim_line(line);
             if (line.empty()) continue;
             try {
                 if (line[0] == '/') {
@@ -89,28 +82,13 @@ class chat {
     }
 
   private:
-    // One message: a line, continued on the next while it ends with a backslash (the
-    // backslash becomes a newline). False at the end of input.
-    static bool read_message(line_reader& in, std::string* out) {
-        out->clear();
-        std::string line;
-        if (!in.read(kPrompt, &line)) return false;
-        while (!line.empty() && line.back() == '\\') {
-            line.pop_back();
-            *out += line + "\n";
-            if (!in.read(kContinuation, &line)) return true;
-        }
-        *out += line;
-        return true;
-    }
-
     // ---- commands ------------------------------------------------------------------------
 
     // False to leave the REPL.
     bool command(const std::string& line) {
         const size_t sp = line.find(' ');
         const std::string cmd = line.substr(0, sp);
-        const std::string arg = sp == std::string::npos ? "" : trim(line.substr(sp + 1));
+        const std::string arg = sp == std::string::npos ? "" : trim_line(line.substr(sp + 1));
         if (cmd == "/quit" || cmd == "/exit") return false;
         if (cmd == "/help") {
             std::printf(

@@ -16,6 +16,26 @@ namespace {
 constexpr int kHistoryLines = 512;
 }
 
+bool read_message(line_reader& in, const char* prompt, const char* continuation, std::string* out) {
+    out->clear();
+    std::string line;
+    if (!in.read(prompt, &line)) return false;
+    while (!line.empty() && line.back() == '\\') {
+        line.pop_back();
+        *out += line + "\n";
+        if (!in.read(continuation, &line)) return true;
+    }
+    *out += line;
+    return true;
+}
+
+std::string trim_line(const std::string& s) {
+    const size_t a = s.find_first_not_of(" \t\r\n");
+    if (a == std::string::npos) return {};
+    const size_t b = s.find_last_not_of(" \t\r\n");
+    return s.substr(a, b - a + 1);
+}
+
 std::string default_history_file() {
     const char* home = std::getenv("HOME");
     return home && *home ? std::string(home) + "/.magnetar_history" : std::string();

@@ -24,6 +24,13 @@ class line_reader {
     std::string history_file_;
 };
 
+// One message: a line, continued on the next (shown `continuation`) while it ends with a
+// backslash, which becomes a newline. False at the end of input.
+bool read_message(line_reader& in, const char* prompt, const char* continuation, std::string* out);
+
+// `s` without leading and trailing spaces, tabs and line ends.
+std::string trim_line(const std::string& s);
+
 // $HOME/.magnetar_history, or "" without $HOME.
 std::string default_history_file();
 
