@@ -175,11 +175,12 @@ TEST(AgentTranscript, DamagedSavedMessagesAreErrors) {
 }
 
 // A working directory with the files the tiny model's world knows.
-void make_world(const fs::path& root) {
+fs::path make_world(const fs::path& root) {
     fs::create_directories(root / "notes");
     fs::create_directories(root / "data");
     std::ofstream(root / "notes/todo.txt") << "buy filters\ncheck the dome motor\n";
     std::ofstream(root / "data/planets.csv") << "name,mass\nKelvar b,2.1\n";
+    return root;
 }
 
 agent_options small_options(int64_t n_ctx) {
@@ -191,13 +192,19 @@ agent_options small_options(int64_t n_ctx) {
     return o;
 }
 
+// The working directory, its tools and an agent over the default engine.
+struct world {
+    temp_dir work;
+    agent_tools tools{make_world(work.path())};
+    std::unique_ptr<agent> a;
+    explicit world(agent_options o = small_options(4096))
+        : a(std::make_unique<agent>(*test::default_engine(), tools, o)) {}
+};
+
 TEST(AgentLoop, ToolRoundsThenOnlyNewTokensAreEvaluated) {
     MAGNETAR_REQUIRE_DEFAULT_MODEL();
-    const Engine& e = *test::default_engine();
-    temp_dir work;
-    make_world(work.path());
-    agent_tools tools(work.path());
-    agent a(e, tools, small_options(4096));
+    world w;
+    agent& a = *w.a;
 
     std::vector<std::string> started, ended;
     std::vector<int64_t> prefills;
@@ -254,11 +261,8 @@ TEST(AgentLoop, ToolRoundsThenOnlyNewTokensAreEvaluated) {
 
 TEST(AgentLoop, InterruptKeepsTheConversationUsable) {
     MAGNETAR_REQUIRE_DEFAULT_MODEL();
-    const Engine& e = *test::default_engine();
-    temp_dir work;
-    make_world(work.path());
-    agent_tools tools(work.path());
-    agent a(e, tools, small_options(4096));
+    world w;
+    agent& a = *w.a;
     // Ctrl+C a few tokens into the reply.
     int deltas = 0;
     agent_events ev;
@@ -276,11 +280,8 @@ TEST(AgentLoop, InterruptKeepsTheConversationUsable) {
 
 TEST(AgentLoop, InterruptAfterToolResultsThenANewMessage) {
     MAGNETAR_REQUIRE_DEFAULT_MODEL();
-    const Engine& e = *test::default_engine();
-    temp_dir work;
-    make_world(work.path());
-    agent_tools tools(work.path());
-    agent a(e, tools, small_options(4096));
+    world w;
+    agent& a = *w.a;
     // Ctrl+C while the first call runs: the round stops with its results added.
     bool stop = false;
     agent_events ev;
@@ -300,15 +301,12 @@ TEST(AgentLoop, InterruptAfterToolResultsThenANewMessage) {
 
 TEST(AgentLoop, CompactsWhenTheContextFills) {
     MAGNETAR_REQUIRE_DEFAULT_MODEL();
-    const Engine& e = *test::default_engine();
-    temp_dir work;
-    make_world(work.path());
-    agent_tools tools(work.path());
     agent_options o = small_options(2048);
     o.max_reply_tokens = 96;
     o.summary_tokens = 96;
     o.max_steps = 2;
-    agent a(e, tools, o);
+    world w(o);
+    agent& a = *w.a;
     std::vector<std::string> notes;
     agent_events ev;
     ev.note = [&](const std::string& s) { notes.push_back(s); };
