@@ -55,10 +55,7 @@ agent::agent(const Engine& engine, agent_tools& tools, agent_options opts)
     : engine_(engine),
       tools_(tools),
       opts_(std::move(opts)),
-      t_(vocab_of(engine),
-         agent_preamble(tools.space().root().string()) +
-             (opts_.system.empty() ? "" : "\n\n" + opts_.system),
-         opts_.mode, static_cast<uint64_t>(opts_.n_ctx)),
+      t_(fresh_conversation()),
       sampler_(opts_.sampling, engine.info().n_vocab) {
     if (opts_.reserve <= 0) opts_.reserve = opts_.n_ctx / 4;
     if (opts_.summary_tokens <= 0) opts_.summary_tokens = std::max<int64_t>(64, opts_.n_ctx / 8);
