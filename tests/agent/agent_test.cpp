@@ -5,7 +5,6 @@
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -19,28 +18,13 @@
 #include "chat/chat_tokens.h"
 #include "core/error.h"
 #include "support/default_engine.h"
+#include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
 namespace magnetar::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-class temp_dir {
-  public:
-    temp_dir() {
-        std::string t = (fs::temp_directory_path() / "magnetar-agent-XXXXXX").string();
-        path_ = ::mkdtemp(t.data());
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    const fs::path& path() const { return path_; }
-
-  private:
-    fs::path path_;
-};
 
 const tokenizer& vocab() {
     return *test::default_engine()->vocab();
@@ -194,8 +178,7 @@ agent_options small_options(int64_t n_ctx) {
 
 // The working directory, its tools and an agent over the default engine.
 struct world {
-    temp_dir work;
-    agent_tools tools{make_world(work.path())};
+    agent_tools tools{make_world(test::temp_dir())};
     std::unique_ptr<agent> a;
     explicit world(agent_options o = small_options(4096))
         : a(std::make_unique<agent>(*test::default_engine(), tools, o)) {}
@@ -335,10 +318,9 @@ TEST(AgentLoop, CompactsWhenTheContextFills) {
 TEST(AgentLibrary, SaveListFindAndRestore) {
     MAGNETAR_REQUIRE_DEFAULT_MODEL();
     const Engine& e = *test::default_engine();
-    temp_dir work, store;
-    make_world(work.path());
-    agent_tools tools(work.path());
-    library lib(store.path().string(), e, 64 << 20);
+    const fs::path store = test::temp_dir();
+    agent_tools tools(make_world(test::temp_dir()));
+    library lib(store.string(), e, 64 << 20);
     EXPECT_TRUE(lib.list().empty());
 
     agent a(e, tools, small_options(4096));
@@ -352,6 +334,15 @@ TEST(AgentLibrary, SaveListFindAndRestore) {
     EXPECT_EQ(all[0].title, "magnetars");
     EXPECT_TRUE(all[0].has_state);
     EXPECT_EQ(all[0].tokens, static_cast<int64_t>(a.conversation().tokens().size()));
+    EXPECT_GT(all[0].created, 0u);
+    EXPECT_LE(all[0].created, all[0].updated);
+    {  // An older creation time, to see that a re-save keeps it.
+        const fs::path rec = store / "sessions" / (id + ".json");
+        std::ifstream in(rec);
+        nlohmann::json j = nlohmann::json::parse(in);
+        j["created"] = 1000;
+        std::ofstream(rec) << j.dump();
+    }
 
     // A new agent (a restart) continues the saved conversation from its stored state.
     agent b(e, tools, small_options(4096));
@@ -375,6 +366,7 @@ TEST(AgentLibrary, SaveListFindAndRestore) {
     EXPECT_EQ(lib.save(id, "magnetars", b.conversation(), b.session()), id);
     ASSERT_EQ(lib.list().size(), 1u);
     EXPECT_EQ(lib.list()[0].tokens, static_cast<int64_t>(b.conversation().tokens().size()));
+    EXPECT_EQ(lib.list()[0].created, 1000u) << "a re-save keeps the creation time";
 
     // Lookup errors: none, several, an empty prefix.
     EXPECT_THROW(lib.find("zz"), Error);
@@ -401,7 +393,7 @@ TEST(AgentLibrary, SaveListFindAndRestore) {
     EXPECT_GE(c.turn("Thanks.", {}).steps, 1);
 
     // A damaged record is skipped by the list and named by find.
-    std::ofstream(store.path() / "sessions" / (id2 + ".json")) << "{not json";
+    std::ofstream(store / "sessions" / (id2 + ".json")) << "{not json";
     EXPECT_EQ(lib.list().size(), 1u);
     try {
         lib.find(id2);

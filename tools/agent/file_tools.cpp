@@ -1,14 +1,18 @@
 // The agent's file tools: see file_tools.h.
 #include "agent/file_tools.h"
 
+#include <fcntl.h>
 #include <fnmatch.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -53,33 +57,15 @@ bool looks_binary(std::string_view text) {
     return text.substr(0, 8192).find('\0') != std::string_view::npos;
 }
 
-// Writes `content` to `target` through a temporary file in the same folder and a rename, so a
-// failure never leaves a half-written file.
-bool write_atomically(const fs::path& target, const std::string& content, std::string* why) {
+// Creates the folders of `target`, then writes it through write_atomically.
+bool write_with_folders(const fs::path& target, const std::string& content, std::string* why) {
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
     if (ec) {
         *why = "cannot create " + target.parent_path().string() + ": " + ec.message();
         return false;
     }
-    const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".agent-tmp");
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        out.write(content.data(), static_cast<std::streamsize>(content.size()));
-        out.close();
-        if (!out) {
-            fs::remove(tmp, ec);
-            *why = "cannot write " + target.string();
-            return false;
-        }
-    }
-    fs::rename(tmp, target, ec);
-    if (ec) {
-        fs::remove(tmp, ec);
-        *why = "cannot replace " + target.string() + ": " + ec.message();
-        return false;
-    }
-    return true;
+    return write_atomically(target, content, 0666, why);
 }
 
 std::string join_lines(const std::vector<std::string_view>& lines, bool final_newline) {
@@ -219,7 +205,7 @@ tool_result file_tools::write(const std::string& path, const std::string& conten
                            human_bytes(lim_.max_file_bytes).c_str()));
     }
     const bool existed = fs::exists(p, ec);
-    if (!write_atomically(p, content, &why)) return fail("error: " + why);
+    if (!write_with_folders(p, content, &why)) return fail("error: " + why);
     // The model wrote these lines: it may edit them by number.
     shown_file& sf = shown_[p.string()];
     sf = shown_file{};
@@ -257,7 +243,7 @@ tool_result file_tools::edit_text(const std::string& path, const std::string& ol
     }
     std::string out = text->substr(0, first) + new_text + text->substr(first + old_text.size());
     std::string why;
-    if (!write_atomically(resolved, out, &why)) return fail("error: " + why);
+    if (!write_with_folders(resolved, out, &why)) return fail("error: " + why);
     const int64_t line =
         1 + std::count(text->begin(), text->begin() + static_cast<long>(first), '\n');
     const int64_t added = std::count(new_text.begin(), new_text.end(), '\n');
@@ -310,7 +296,7 @@ tool_result file_tools::edit_lines(const std::string& path, int64_t first, int64
     const bool final_newline = text->empty() ? true : text->back() == '\n' || last < n;
     const std::string written = join_lines(out, final_newline || out.empty());
     std::string why;
-    if (!write_atomically(resolved, written, &why)) return fail("error: " + why);
+    if (!write_with_folders(resolved, written, &why)) return fail("error: " + why);
     // Shown lines before the range keep their numbers, the new ones were written by the model,
     // the ones after it move by the difference.
     shown_file& sf = shown_[resolved];
@@ -448,6 +434,42 @@ tool_result file_tools::list(const std::string& path) {
                                : strfmt("[%s: %zu entr%s]", ws_.display(p).c_str(), rows.size(),
                                         rows.size() == 1 ? "y" : "ies");
     return {true, out};
+}
+
+bool write_atomically(const fs::path& target, const std::string& content, unsigned mode,
+                      std::string* why) {
+    const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".agent-tmp." +
+                                                 std::to_string(::getpid()));
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          static_cast<mode_t>(mode));
+    if (fd < 0) {
+        *why = "cannot create " + tmp.string() + ": " + std::strerror(errno);
+        return false;
+    }
+    size_t done = 0;
+    bool ok = true;
+    while (ok && done < content.size()) {
+        const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            ok = false;
+        else
+            done += static_cast<size_t>(n);
+    }
+    ok = ok && ::fsync(fd) == 0;
+    const std::string err = std::strerror(errno);
+    ok = ::close(fd) == 0 && ok;
+    if (!ok) {
+        ::unlink(tmp.c_str());
+        *why = "cannot write " + target.string() + ": " + err;
+        return false;
+    }
+    if (::rename(tmp.c_str(), target.c_str()) != 0) {
+        *why = "cannot replace " + target.string() + ": " + std::strerror(errno);
+        ::unlink(tmp.c_str());
+        return false;
+    }
+    return true;
 }
 
 }  // namespace magnetar::agent

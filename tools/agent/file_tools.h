@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -33,6 +34,12 @@ struct file_limits {
     int search_results_max = 1000;
     int list_entries = 500;
 };
+
+// Writes `content` to `target` (whose folder exists) through a new temporary file beside it
+// (created with `mode` before the umask, never through a symbolic link), fsync and a rename, so
+// a failure never leaves a half-written file. False with *why set on any error.
+bool write_atomically(const std::filesystem::path& target, const std::string& content,
+                      unsigned mode, std::string* why);
 
 class file_tools {
   public:

@@ -1,19 +1,16 @@
 // Saved agent sessions: see library.h.
 #include "agent/library.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
+#include "agent/file_tools.h"
 #include "core/error.h"
 #include "kvstore/kv_file.h"
 #include "kvstore/kv_store.h"
@@ -68,34 +65,6 @@ std::string new_id() {
     return buf;
 }
 
-// Writes `bytes` to `path` through a private temp file, fsync and rename.
-void write_atomically(const std::string& path, const std::string& bytes) {
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) throw Error(tmp + ": cannot create: " + std::strerror(errno));
-    size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const std::string why = std::strerror(errno);
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            throw Error(path + ": write error: " + why);
-        }
-        done += static_cast<size_t>(n);
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        ::unlink(tmp.c_str());
-        throw Error(path + ": write error: " + std::strerror(errno));
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throw Error(path + ": cannot replace: " + why);
-    }
-}
-
 }  // namespace
 
 library::library(std::string dir, const Engine& engine, uint64_t budget_bytes,
@@ -142,6 +111,7 @@ std::string library::save(const std::string& id_in, const std::string& title, co
         try {
             const saved_session old = read_record(record);
             old_kv = old.kv_path;
+            created = old.info.created;
         } catch (const std::exception&) {
         }
     }
@@ -161,7 +131,11 @@ std::string library::save(const std::string& id_in, const std::string& title, co
     j["text"] = t.text();
     j["tokens"] = t.tokens();
     j["kv_file"] = stored ? kv : "";
-    write_atomically(record, j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+    std::string why;
+    if (!write_atomically(record, j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n",
+                          0600, &why)) {
+        throw Error(why);
+    }
     return id;
 }
 
@@ -185,6 +159,7 @@ saved_session library::read_record(const std::string& path) const {
         saved_session out;
         out.info.id = j.at("id").get<std::string>();
         out.info.title = j.at("title").get<std::string>();
+        out.info.created = j.at("created").get<uint64_t>();
         out.info.updated = j.at("updated").get<uint64_t>();
         out.mode = mode_from(j.at("mode").get<std::string>());
         out.messages = transcript::messages_from_json(j.at("messages"));

@@ -33,7 +33,8 @@ namespace magnetar::agent {
 struct saved_info {
     std::string id;  // 16 lowercase hex digits
     std::string title;
-    uint64_t updated = 0;  // unix seconds
+    uint64_t created = 0;  // unix seconds
+    uint64_t updated = 0;
     int64_t tokens = 0;
     int64_t messages = 0;
     bool has_state = false;  // its KV file is stored
