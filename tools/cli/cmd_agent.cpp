@@ -163,7 +163,7 @@ class terminal_agent {
         } else {
             agent_->sync(events());
             note("system prompt and tools: " + std::to_string(t.tokens().size()) +
-                 " tokens evaluated in " + fixed(agent_->last_step().prefill_s, 2) + " s");
+                 " tokens evaluated in " + strfmt("%.2f", agent_->last_step().prefill_s) + " s");
             if (lib_) lib_->save_base(t, s);
         }
         if (s.checkpoint_positions().empty() || s.checkpoint_positions().back() != s.n_past()) {
@@ -174,12 +174,6 @@ class terminal_agent {
 
     void note(const std::string& s) {
         std::fprintf(stderr, "%s%s%s\n", tty_ ? "\x1b[2m" : "", s.c_str(), tty_ ? "\x1b[0m" : "");
-    }
-
-    static std::string fixed(double v, int digits) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-        return buf;
     }
 
     agent::agent_events events() {
