@@ -140,6 +140,7 @@ TEST(AgentPty, ToolRoundSaveRestartAndSwitch) {
         EXPECT_EQ(l.find(id, l.find(id) + 16), std::string::npos) << "saved once, under one id";
         // A new conversation starts from the system prompt again.
         EXPECT_NE(say(p, "/new").find("new session"), std::string::npos);
+        ASSERT_TRUE(p.wait_line_editor()) << p.output();
         p.send("\x04");  // Ctrl+D on an empty line
         EXPECT_EQ(p.wait_exit(), 0);
     }

@@ -3,11 +3,9 @@
 // identically, and the plain-line mode when standard input is not a terminal.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/cli_support.h"
@@ -227,9 +225,7 @@ TEST(ChatPlain, ClearSystemContinuationAndTheOverflowHint) {
 TEST(ChatPty, CtrlDEndsThePromptLine) {
     pty_process p(chat_argv({"-n", "4"}), chat_env());
     ASSERT_NE(p.expect(kPrompt, 0), std::string::npos) << p.output();
-    // The line editor switches the terminal mode after printing the prompt (and may flush
-    // input typed before): give it a moment.
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ASSERT_TRUE(p.wait_line_editor()) << p.output();
     const size_t from = p.output().size();
     p.send("\x04");
     EXPECT_EQ(p.wait_exit(), 0);

@@ -5,6 +5,7 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -161,6 +162,18 @@ void pty_process::send(const std::string& bytes) {
         } else {
             pump(0.01);
         }
+    }
+}
+
+bool pty_process::wait_line_editor(double timeout_s) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+        struct termios t {};
+        // On Linux the master side reports the terminal settings of the slave side.
+        if (::tcgetattr(fd_, &t) == 0 && (t.c_lflag & ICANON) == 0) return true;
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        pump(0.01);
     }
 }
 

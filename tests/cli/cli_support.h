@@ -53,6 +53,9 @@ class pty_process {
     pty_process& operator=(const pty_process&) = delete;
 
     void send(const std::string& bytes);
+    // Waits until the line editor has the terminal in raw mode (after printing its prompt it
+    // switches; a Ctrl+D typed before that reaches it as a NUL byte). False after timeout_s.
+    bool wait_line_editor(double timeout_s = 10);
     // Reads until `needle` occurs at or after position `from` of output(); returns its position
     // or std::string::npos after timeout_s.
     size_t expect(const std::string& needle, size_t from, double timeout_s = 60);
