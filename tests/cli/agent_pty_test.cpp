@@ -173,6 +173,39 @@ TEST(AgentPty, CtrlCInterruptsAndCtrlDLeaves) {
     EXPECT_EQ(p.wait_exit(), 0);
 }
 
+// Typed while the agent works: the footer shows the state, the draft and the queue; Tab sends
+// the queued message now (the reply is interrupted), and it runs as the next turn.
+TEST(AgentPty, TypeAheadQueuesAndTabSendsNow) {
+    if (trained_model().empty()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";
+    const agent_setup s;
+    pty_process p(s.argv({"--temp", "1", "--seed", "3", "-n", "400"}), s.env());
+    ASSERT_NE(p.expect(kPrompt, 0, 120), std::string::npos) << p.output();
+    const size_t from = p.output().size();
+    p.send("Write a very long essay about magnetars.\r");
+    ASSERT_NE(p.expect("generating, ", from, 60), std::string::npos) << p.output().substr(from);
+    p.send("Hello\r");
+    ASSERT_NE(p.expect("| 1 queued] ", from, 30), std::string::npos) << p.output().substr(from);
+    p.send("draft");
+    ASSERT_NE(p.expect("| 1 queued] draft", from, 30), std::string::npos);
+    p.send("\x15\t");  // clear the draft, then send the queued message now
+    const size_t first = p.expect(", interrupted]", from, 60);
+    ASSERT_NE(first, std::string::npos) << p.output().substr(from);
+    // The queued message runs as the next turn, shown at a prompt.
+    ASSERT_NE(p.expect(kPrompt + "Hello", first, 30), std::string::npos)
+        << p.output().substr(first);
+    const size_t second = p.expect("[context ", first, 90);
+    ASSERT_NE(second, std::string::npos) << p.output().substr(first);
+    // Nothing typed ahead: the prompt is empty; the footer row was cleared.
+    ASSERT_NE(p.expect(kPrompt, second, 30), std::string::npos);
+    EXPECT_NE(p.output().find("\x1b[r", from), std::string::npos) << "the scroll region is reset";
+    ASSERT_TRUE(p.wait_line_editor());
+    p.send("\x04");
+    ASSERT_NE(p.expect("Save this session before leaving? [y/N]", second, 30), std::string::npos)
+        << p.output().substr(second);
+    p.send("n\r");
+    EXPECT_EQ(p.wait_exit(), 0);
+}
+
 TEST(AgentPlain, OneShotAndErrors) {
     if (trained_model().empty()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";
     const agent_setup s;

@@ -30,19 +30,6 @@ double seconds_since(clock_type::time_point t0) {
     return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// One line of a call's arguments for the header of its result: `k=v` pairs, long values cut.
-std::string args_line(const nlohmann::ordered_json& a) {
-    std::string out;
-    for (const auto& [k, v] : a.items()) {
-        std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-        for (char& c : s)
-            if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-        if (s.size() > 60) s = s.substr(0, 57) + "...";
-        out += (out.empty() ? "" : ", ") + k + "=" + s;
-    }
-    return out;
-}
-
 constexpr const char* kSummaryRequest =
     "The context is nearly full, so the conversation will be compacted. Write a summary that "
     "lets you continue the work without the earlier messages: the task and what the user "
@@ -50,6 +37,23 @@ constexpr const char* kSummaryRequest =
     "and their outcomes, and what is left to do. Do not call a tool.";
 
 }  // namespace
+
+std::string result_header(const std::string& name, const nlohmann::ordered_json& args, bool ok,
+                          size_t index, size_t count) {
+    std::string head = "[";
+    if (count > 1) head += std::to_string(index + 1) + "/" + std::to_string(count) + " ";
+    head += name;
+    std::string pairs;
+    for (const auto& [k, v] : args.items()) {
+        std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+        for (char& c : s)
+            if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+        if (s.size() > 60) s = s.substr(0, 57) + "...";
+        pairs += (pairs.empty() ? "" : ", ") + k + "=" + s;
+    }
+    if (!pairs.empty()) head += " " + pairs;
+    return head + (ok ? ": ok]\n" : ": error]\n");
+}
 
 agent::agent(const Engine& engine, agent_tools& tools, agent_options opts)
     : engine_(engine),
@@ -159,6 +163,7 @@ chat::message agent::reply(const agent_events& ev, int64_t max_tokens, bool* int
         sampler_.accept(id);
         if (id == eos) break;
         tokens.push_back(id);
+        if (ev.token) ev.token(static_cast<int64_t>(tokens.size()), seconds_since(t1));
         const std::string b = engine_.token_bytes(id);
         bytes += b;
         events.clear();
@@ -287,13 +292,7 @@ void agent::run_calls(const chat::message& m, const agent_events& ev, turn_resul
         const tool_result res = tools_.call(c.name, args);
         ++r->calls;
         if (ev.tool_end) ev.tool_end(c.name, res);
-        std::string head = "[";
-        if (n > 1) head += std::to_string(i + 1) + "/" + std::to_string(n) + " ";
-        head += c.name;
-        const std::string al = args_line(args);
-        if (!al.empty()) head += " " + al;
-        head += res.ok ? ": ok]\n" : ": error]\n";
-        results->push_back(head + res.text);
+        results->push_back(result_header(c.name, args, res.ok, i, n) + res.text);
         if (ev.trace) {
             ev.trace({{"event", "tool"},
                       {"name", c.name},

@@ -33,6 +33,12 @@
 
 namespace magnetar::agent {
 
+// The line above a tool result: "[name k=v, ...: ok]" (or ": error]"), with "i/n " before the
+// name when one reply made n > 1 calls (index is 0-based). Long values are cut, line breaks
+// become spaces.
+std::string result_header(const std::string& name, const nlohmann::ordered_json& args, bool ok,
+                          size_t index, size_t count);
+
 struct agent_options {
     int64_t n_ctx = 32768;
     int64_t chunk = 2048;
@@ -49,8 +55,9 @@ struct agent_options {
 
 // What the loop reports while it runs (all optional).
 struct agent_events {
-    std::function<void(int64_t done, int64_t total)> prefill;  // absolute positions
-    std::function<void(const chat::stream_event& e)> stream;   // reasoning, text, call deltas
+    std::function<void(int64_t done, int64_t total)> prefill;      // absolute positions
+    std::function<void(const chat::stream_event& e)> stream;       // reasoning, text, call deltas
+    std::function<void(int64_t generated, double seconds)> token;  // per sampled token of a reply
     std::function<void(const std::string& name, const nlohmann::ordered_json& args)> tool_start;
     std::function<void(const std::string& name, const tool_result& r)> tool_end;
     std::function<void(const std::string& what)> note;   // compaction, limits, parse errors

@@ -1,10 +1,11 @@
 // `magnetar agent`: the native coding agent in the terminal.
 //
-// A prompt line (libedit on a terminal), the reply streamed above it (reasoning dimmed, tool
-// calls as one line each with a one-line result), a status line after each turn (context use,
-// prefill and generation figures), a prefill bar for long evaluations. Ctrl+C interrupts the
-// reply or the tool round; Ctrl+D on an empty line leaves. The loop itself is
-// tools/agent/agent.h, saving tools/agent/library.h; docs/agent.md documents the commands.
+// A prompt line (libedit on a terminal), the reply streamed above it (reasoning dimmed, the
+// answer's markdown shown with terminal attributes by markdown_stream.h, tool calls as one
+// line each with a one-line result), a status line after each turn (context use, prefill and
+// generation figures), a prefill bar for long evaluations. Ctrl+C interrupts the reply or the
+// tool round; Ctrl+D on an empty line leaves. The loop itself is tools/agent/agent.h, saving
+// tools/agent/library.h; docs/agent.md documents the commands.
 #include <unistd.h>
 
 #include <chrono>
@@ -13,7 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,9 +24,11 @@
 #include "agent/agent.h"
 #include "agent/library.h"
 #include "agent/tools.h"
+#include "cli/busy_terminal.h"
 #include "cli/command.h"
 #include "cli/generation.h"
 #include "cli/line_reader.h"
+#include "cli/markdown_stream.h"
 #include "core/format.h"
 #include "core/progress.h"
 
@@ -85,6 +90,7 @@ class terminal_agent {
           tty_(color_output(f.common)),
           tools_(f.workdir.empty() ? fs::current_path() : fs::path(f.workdir),
                  std::vector<fs::path>(f.allow.begin(), f.allow.end())) {
+        md_ = markdown_stream(tty_);
         agent::agent_options o;
         o.n_ctx = f.common.n_ctx;
         o.chunk = f.common.chunk;
@@ -123,6 +129,7 @@ class terminal_agent {
     int repl() {
         line_reader in(default_history_file());
         interactive_ = in.interactive();
+        busy_.enable(interactive_);
         std::fprintf(stderr,
                      "magnetar agent: %s, context %lld, thinking %s, working in %s. /help lists "
                      "the commands.\n",
@@ -131,7 +138,14 @@ class terminal_agent {
                      tools_.space().root().string().c_str());
         start_base();
         std::string line;
-        while (read_message(in, kPrompt, kContinuation, &line)) {
+        for (;;) {
+            // Messages typed while the last turn ran go first, shown as if typed at the prompt.
+            if (std::optional<std::string> next = queued()) {
+                line = *next;
+                std::printf("%s%s\n", kPrompt, line.c_str());
+            } else if (!read_message(in, kPrompt, kContinuation, &line, take_edit())) {
+                break;
+            }
             line = trim_line(line);
             if (line.empty()) continue;
             try {
@@ -145,9 +159,7 @@ class terminal_agent {
             }
         }
         if (interactive_) std::printf("\n");
-        if (dirty_) {
-            std::fprintf(stderr, "magnetar: the session was not saved (/save keeps it)\n");
-        }
+        leave(in);
         return 0;
     }
 
@@ -176,10 +188,45 @@ class terminal_agent {
         std::fprintf(stderr, "%s%s%s\n", tty_ ? "\x1b[2m" : "", s.c_str(), tty_ ? "\x1b[0m" : "");
     }
 
+    // The next message typed ahead, unless the last turn was stopped with Ctrl+C: then the
+    // first one waits in the prompt line to be edited (take_edit) and the rest stay queued.
+    std::optional<std::string> queued() {
+        const std::lock_guard<std::mutex> lk(busy_.mutex());
+        type_ahead& in = busy_.input();
+        if (stopped_) {
+            stopped_ = false;
+            if (std::optional<std::string> first = in.pop()) {
+                edit_ = *first;
+                return std::nullopt;
+            }
+        }
+        if (!edit_.empty()) return std::nullopt;
+        std::optional<std::string> next = in.pop();
+        if (!next) edit_ = in.take_draft();  // typed without Enter: into the prompt line
+        return next;
+    }
+
+    std::string take_edit() {
+        std::string s = std::move(edit_);
+        edit_.clear();
+        return s;
+    }
+
+    long long used() const { return static_cast<long long>(agent_->session().n_past()); }
+
     agent::agent_events events() {
         agent::agent_events ev;
-        ev.cancel = [] { return interrupted(); };
+        ev.cancel = [this] { return interrupted() || busy_.send_now(); };
+        ev.token = [this](int64_t n, double s) {
+            const std::lock_guard<std::mutex> lk(busy_.mutex());
+            busy_.show(strfmt("generating, %.1f t/s", s > 0 ? static_cast<double>(n) / s : 0.0),
+                       used());
+        };
         ev.prefill = [this](int64_t done, int64_t total) {
+            const std::lock_guard<std::mutex> lk(busy_.mutex());
+            busy_.show(strfmt("prefill %lld/%lld", static_cast<long long>(done),
+                              static_cast<long long>(total)),
+                       static_cast<long long>(done));
             if (!bar_) {
                 if (!isatty(STDERR_FILENO) || total - done < 64) return;
                 bar_start_ = done;
@@ -188,8 +235,13 @@ class terminal_agent {
             }
             bar_->update(static_cast<uint64_t>(done - bar_start_));
         };
-        ev.stream = [this](const chat::stream_event& e) { stream(e); };
+        ev.stream = [this](const chat::stream_event& e) {
+            const std::lock_guard<std::mutex> lk(busy_.mutex());
+            stream(e);
+        };
         ev.tool_start = [this](const std::string& name, const nlohmann::ordered_json& args) {
+            const std::lock_guard<std::mutex> lk(busy_.mutex());
+            busy_.show("running " + name, used());
             end_reply_line();
             std::string a;
             for (const auto& [k, v] : args.items()) {
@@ -201,6 +253,7 @@ class terminal_agent {
             std::fflush(stdout);
         };
         ev.tool_end = [this](const std::string&, const agent::tool_result& r) {
+            const std::lock_guard<std::mutex> lk(busy_.mutex());
             size_t lines = 0;
             for (char c : r.text) lines += c == '\n';
             std::string head = first_line(r.text, 70);
@@ -211,6 +264,7 @@ class terminal_agent {
             std::fflush(stdout);
         };
         ev.note = [this](const std::string& s) {
+            const std::lock_guard<std::mutex> lk(busy_.mutex());
             end_reply_line();
             note(s);
         };
@@ -244,7 +298,11 @@ class terminal_agent {
                 in_reasoning_ = false;
                 if (!at_line_start_) write("\n");
             }
-            write(e.text);
+            if (!e.text.empty()) {
+                const std::string shown = md_.feed(e.text);
+                std::fwrite(shown.data(), 1, shown.size(), stdout);
+                at_line_start_ = e.text.back() == '\n';
+            }
         } else if (e.kind == chat::stream_event_kind::tool_error) {
             end_reply_line();
             note("tool call: " + e.text);
@@ -259,6 +317,8 @@ class terminal_agent {
     }
 
     void end_reply_line() {
+        const std::string held = md_.finish();
+        std::fwrite(held.data(), 1, held.size(), stdout);
         if (in_reasoning_ && tty_) std::fputs("\x1b[0m", stdout);
         in_reasoning_ = false;
         if (!at_line_start_) write("\n");
@@ -268,7 +328,17 @@ class terminal_agent {
     bool turn(const std::string& text) {
         clear_interrupt();
         at_line_start_ = true;
-        const agent::turn_result r = agent_->turn(text, events());
+        busy_.begin(f_.common.n_ctx);
+        agent::turn_result r;
+        try {
+            r = agent_->turn(text, events());
+        } catch (...) {
+            busy_.end();
+            throw;
+        }
+        const bool sent_now = busy_.send_now();
+        stopped_ = r.interrupted && !sent_now;
+        busy_.end();
         if (bar_) {
             bar_->finish();
             bar_.reset();
@@ -296,22 +366,31 @@ class terminal_agent {
         return !r.interrupted;
     }
 
+    // Unsaved work on a terminal: asks whether to save it.
+    void leave(line_reader& in) {
+        if (dirty_ && lib_ && interactive_) {
+            std::string answer;
+            if (in.read("Save this session before leaving? [y/N] ", &answer) &&
+                (trim_line(answer) == "y" || trim_line(answer) == "Y" ||
+                 trim_line(answer) == "yes")) {
+                try {
+                    save("");
+                } catch (const std::exception& e) {
+                    std::fprintf(stderr, "magnetar: error: %s\n", e.what());
+                }
+            }
+        } else if (dirty_) {
+            note("the session was not saved (/save keeps it)");
+        }
+    }
+
     // False to leave.
     bool command(const std::string& line, line_reader& in) {
         const size_t sp = line.find(' ');
         const std::string cmd = line.substr(0, sp);
         const std::string arg = sp == std::string::npos ? "" : trim_line(line.substr(sp + 1));
         if (cmd == "/quit" || cmd == "/exit") {
-            if (dirty_ && lib_ && interactive_) {
-                std::string answer;
-                if (in.read("Save this session before leaving? [y/N] ", &answer) &&
-                    (trim_line(answer) == "y" || trim_line(answer) == "Y" ||
-                     trim_line(answer) == "yes")) {
-                    save("");
-                }
-            } else if (dirty_) {
-                note("the session was not saved");
-            }
+            leave(in);
             return false;
         }
         if (cmd == "/help") {
@@ -450,6 +529,10 @@ class terminal_agent {
     std::unique_ptr<Progress> bar_;
     int64_t bar_start_ = 0;
     int64_t base_pos_ = 0;
+    markdown_stream md_{false};
+    busy_terminal busy_;
+    std::string edit_;      // the text the next prompt line starts with
+    bool stopped_ = false;  // the last turn was stopped with Ctrl+C
     bool in_reasoning_ = false;
     bool at_line_start_ = true;
     bool dirty_ = false;

@@ -14,12 +14,24 @@ namespace magnetar::cli {
 
 namespace {
 constexpr int kHistoryLines = 512;
-}
 
-bool read_message(line_reader& in, const char* prompt, const char* continuation, std::string* out) {
+// The text the next line starts with; inserted by the line editor's pre-input hook.
+std::string g_initial;
+
+int insert_initial() {
+    if (!g_initial.empty()) {
+        rl_insert_text(g_initial.c_str());
+        g_initial.clear();
+    }
+    return 0;
+}
+}  // namespace
+
+bool read_message(line_reader& in, const char* prompt, const char* continuation, std::string* out,
+                  const std::string& initial) {
     out->clear();
     std::string line;
-    if (!in.read(prompt, &line)) return false;
+    if (!in.read(prompt, &line, initial)) return false;
     while (!line.empty() && line.back() == '\\') {
         line.pop_back();
         *out += line + "\n";
@@ -54,7 +66,7 @@ line_reader::~line_reader() {
     if (tty_ && !history_file_.empty()) write_history(history_file_.c_str());
 }
 
-bool line_reader::read(const char* prompt, std::string* line) {
+bool line_reader::read(const char* prompt, std::string* line, const std::string& initial) {
     line->clear();
     if (!tty_) {
         std::fputs(prompt, stdout);
@@ -69,7 +81,13 @@ bool line_reader::read(const char* prompt, std::string* line) {
         }
         return true;
     }
+    // A line editor has one line: newlines of a message typed ahead become spaces.
+    g_initial = initial;
+    for (char& c : g_initial)
+        if (c == '\n' || c == '\r') c = ' ';
+    rl_pre_input_hook = insert_initial;
     char* s = readline(prompt);
+    g_initial.clear();
     if (s == nullptr) {
         if (interrupted()) {  // Ctrl+C: a fresh prompt
             clear_interrupt();

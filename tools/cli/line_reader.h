@@ -15,8 +15,9 @@ class line_reader {
     line_reader& operator=(const line_reader&) = delete;
 
     // Shows `prompt` and reads one line (without its newline). False at the end of input
-    // (Ctrl+D). Ctrl+C at the prompt discards the line and returns an empty one.
-    bool read(const char* prompt, std::string* line);
+    // (Ctrl+D). Ctrl+C at the prompt discards the line and returns an empty one. On a terminal
+    // the line starts out holding `initial` (newlines shown as spaces), to be edited.
+    bool read(const char* prompt, std::string* line, const std::string& initial = "");
     bool interactive() const { return tty_; }
 
   private:
@@ -25,8 +26,10 @@ class line_reader {
 };
 
 // One message: a line, continued on the next (shown `continuation`) while it ends with a
-// backslash, which becomes a newline. False at the end of input.
-bool read_message(line_reader& in, const char* prompt, const char* continuation, std::string* out);
+// backslash, which becomes a newline. False at the end of input. `initial`: what the first line
+// starts with on a terminal (its newlines shown as spaces).
+bool read_message(line_reader& in, const char* prompt, const char* continuation, std::string* out,
+                  const std::string& initial = "");
 
 // `s` without leading and trailing spaces, tabs and line ends.
 std::string trim_line(const std::string& s);
