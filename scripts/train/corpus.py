@@ -4,8 +4,10 @@
     python3 scripts/train/corpus.py --out DIR [--seed 1] [--scale 1.0]
 
 What this file owns: the command line; agent transcripts that call four tools (get_weather,
-list_files, read_file, calculate) over the invented world; and writing the JSON Lines files of
-the three kinds (prose, chat, agent), the held-out agent prompts and stats.json into DIR; see
+list_files, read_file, calculate) over the invented world; coding transcripts with the system
+preamble, tool contract and tool results of `magnetar agent` (agent_contract.json); and writing
+the JSON Lines files of the four kinds (prose, chat, agent, coding), the held-out prompts and
+stats.json into DIR; see
 scripts/train/README.md for the shapes. It is the entry point and imports its two siblings
 from its own folder, so it runs from any current directory.
 
@@ -414,14 +416,211 @@ def agent_prompt(doc):
 
 
 # --------------------------------------------------------------------------------------------
+# Coding-agent transcripts: the contract of `magnetar agent`
+# --------------------------------------------------------------------------------------------
+
+# The agent's system preamble and tool list, as tests/agent/contract_test.cpp checks them
+# against the agent itself.
+with open(os.path.join(HERE, "agent_contract.json"), encoding="utf-8") as _f:
+    AGENT_CONTRACT = json.load(_f)
+WORKDIRS = ["/home/ana/observatory", "/home/leo/archive", "/srv/survey", "/home/mira/work",
+            "/data/telescope", "/home/sam/projects/magnetars", "/tmp/run"]
+
+
+def human_bytes(n):
+    """core/format.cpp's human_bytes."""
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    v, u = float(n), 0
+    while v >= 1024.0 and u < 5:
+        v /= 1024.0
+        u += 1
+    return f"{n} B" if u == 0 else f"{v:.2f} {units[u]}"
+
+
+def split_lines(text):
+    """Lines as the agent's file tools count them (a final newline ends the last line)."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def tool_list(w, folder):
+    """The `list` tool's text for a folder of the world's file system."""
+    if folder == ".":
+        rows = sorted(w.folders["."])
+    else:
+        rows = sorted(f"{n}  ({human_bytes(len(w.files[folder + '/' + n][0].encode()))})"
+                      for n in w.folders[folder])
+    footer = f"[{folder}: {len(rows)} entr{'y' if len(rows) == 1 else 'ies'}]"
+    return "".join(r + "\n" for r in rows) + footer
+
+
+def tool_read(path, text):
+    """The `read` tool's text for a whole short file."""
+    lines = split_lines(text)
+    body = "".join(f"{i:6d}\t{line}\n" for i, line in enumerate(lines, start=1))
+    return body + f"[{path}: lines 1-{len(lines)} of {len(lines)}]"
+
+
+def tool_search(w, pattern, folder):
+    """The `search` tool's text for a literal pattern under a folder (or '.')."""
+    paths = sorted(p for p in w.files if folder == "." or p.startswith(folder + "/"))
+    out, hits, files_hit = "", 0, 0
+    for p in paths:
+        any_hit = False
+        for i, line in enumerate(split_lines(w.files[p][0]), start=1):
+            if pattern in line:
+                out += f"{p}:{i}: {line}\n"
+                hits += 1
+                any_hit = True
+        files_hit += any_hit
+    if hits == 0:
+        return f"[no match in {folder}]"
+    return out + (f"[{hits} match{'' if hits == 1 else 'es'} in "
+                  f"{files_hit} file{'' if files_hit == 1 else 's'}]")
+
+
+def result_header(name, args, ok=True):
+    """The line the agent puts above each tool result (agent::result_header)."""
+    def value(v):
+        t = v if isinstance(v, str) else json.dumps(v)
+        t = t.replace("\n", " ").replace("\r", " ").replace("\t", " ")
+        return t[:57] + "..." if len(t) > 60 else t
+
+    pairs = ", ".join(f"{k}={value(v)}" for k, v in args.items())
+    return f"[{name}{' ' + pairs if pairs else ''}: {'ok' if ok else 'error'}]\n"
+
+
+def coding_step(name, args, result, think):
+    return Step(name, args, result_header(name, args) + result, think)
+
+
+def coding_list(rng, w):
+    folder = rng.choice([f for f in w.folders if f != "."]) if rng.random() < 0.85 else "."
+    names = w.folders[folder]
+    user = (rng.choice(["What folders are there?", "What is in this folder?",
+                        "List the top folder.", "What is here?"]) if folder == "." else
+            rng.choice(LIST_ASKS).format(f=folder))
+    step = coding_step("list", {"path": folder}, tool_list(w, folder),
+                       rng.choice([f"The user wants the files in {folder}. I will call list.",
+                                   f"I will use list on {folder}."]))
+    shown = [n.rstrip("/") for n in names] if folder == "." else names
+    final = f"The folder has {plural(len(names), 'entry', 'entries')}. I will name them."
+    return Task(user, [step], list_answer(rng, folder, shown), final)
+
+
+def coding_read(rng, w):
+    path = rng.choice(list(w.files))
+    text, summary = w.files[path]
+    user = rng.choice(READ_ASKS).format(p=path)
+    step = coding_step("read", {"path": path}, tool_read(path, text),
+                       rng.choice([f"The user wants the contents of {path}. I will call read.",
+                                   f"I need to read {path} first, so I will use read."]))
+    return Task(user, [step], read_answer(rng, path, summary),
+                f"I have the lines of {path}. I will summarise them.")
+
+
+def coding_list_read(rng, w):
+    folder = rng.choice([f for f in w.folders if f != "."])
+    names = w.folders[folder]
+    name = rng.choice(names)
+    path = f"{folder}/{name}"
+    text, summary = w.files[path]
+    stem = name.split(".")[0].replace("_", " ")
+    user = rng.choice([f"Find the {stem} file in {folder} and tell me what it says.",
+                       f"There is a file about {stem} somewhere in {folder}. What does it say?",
+                       f"Somewhere in {folder} there is a file on {stem}. Summarise it.",
+                       f"What does the {stem} file in {folder} say?"])
+    steps = [coding_step("list", {"path": folder}, tool_list(w, folder),
+                         f"I do not know the exact file name, so I will list {folder} first."),
+             coding_step("read", {"path": path}, tool_read(path, text),
+                         f"The folder holds {name}. I will read {path}.")]
+    return Task(user, steps, read_answer(rng, path, summary),
+                f"I have read {path}. I will summarise it.")
+
+
+def coding_search(rng, w):
+    path = rng.choice(list(w.files))
+    lines = [ln for ln in split_lines(w.files[path][0])[1:] if ln.strip()]
+    words = [t.strip(",.;:()") for ln in lines for t in ln.replace(",", " ").split()]
+    words = [t for t in words if len(t) >= 5 and t.isalpha() and t[0].isupper()]
+    if not words:
+        return coding_read(rng, w)
+    word = rng.choice(words)
+    folder = "." if rng.random() < 0.6 else path.split("/")[0]
+    result = tool_search(w, word, folder)
+    where = sorted({ln.split(":")[0] for ln in result.split("\n") if not ln.startswith("[")})
+    user = rng.choice([f"Which files mention {word}?", f"Where is {word} mentioned?",
+                       f"Search for {word}."]) if folder == "." else \
+        rng.choice([f"Which files in {folder} mention {word}?",
+                    f"Search {folder} for {word}."])
+    step = coding_step("search", {"pattern": word, "path": folder}, result,
+                       f"I will search {folder} for the text {word}.")
+    answer = (f"{word} is mentioned in {join_list(where)}." if len(where) > 1 else
+              f"{word} is mentioned in {where[0]}.")
+    return Task(user, [step], answer, "I have the matches. I will name the files.")
+
+
+def coding_direct(rng, w):
+    task = task_direct(rng, w)
+    if task.answer is None or task.user.startswith(("Hello", "Hi", "Good")):
+        if task.user.startswith(("Hello", "Hi", "Good")):
+            task.answer = ("Hello! I can look at the files in this folder, search them, change "
+                           "them and run commands. What would you like to do?")
+        else:
+            names = [t["function"]["name"] for t in AGENT_CONTRACT["tools"]]
+            task.answer = (f"I have {plural(len(names), 'tool')}: {join_list(names)}. They let "
+                           f"me read, write, edit, search and list files and run commands.")
+    return task
+
+
+CODING_TASKS = [(coding_list, 22), (coding_read, 22), (coding_list_read, 26),
+                (coding_search, 18), (coding_direct, 12)]
+
+
+def tool_samples(w, n=40, seed=1):
+    """The world's files and the tool calls of n coding transcripts with the results they
+    show, for tests/agent/contract_test.cpp to replay against the agent's tools."""
+    rng = random.Random(f"magnetar-corpus/{seed}/coding/samples")
+    calls = []
+    while len(calls) < n:
+        gen = rng.choices([g for g, _ in CODING_TASKS], [k for _, k in CODING_TASKS])[0]
+        for step in gen(rng, w).steps:
+            calls.append({"name": step.name, "arguments": step.args, "result": step.result})
+    return {"files": {p: t for p, (t, _) in w.files.items()}, "calls": calls}
+
+
+def make_coding(rng, w):
+    gen = rng.choices([g for g, _ in CODING_TASKS], [k for _, k in CODING_TASKS])[0]
+    task = gen(rng, w)
+    mode = "think" if rng.random() < 0.7 else "nothink"
+    system = AGENT_CONTRACT["preamble"].replace("{workdir}", rng.choice(WORKDIRS))
+    if rng.random() < 0.2:
+        system += "\n\n" + rng.choice(AGENT_SYSTEMS[2:])
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": task.user}]
+    for i, step in enumerate(task.steps, start=1):
+        turn = {"role": "assistant", "content": ""}
+        if mode == "think":
+            turn["reasoning_content"] = step.think
+        turn["tool_calls"] = [{"id": f"call_{i}", "name": step.name, "arguments": step.args}]
+        messages.append(turn)
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": step.result})
+    final = {"role": "assistant", "content": task.answer}
+    if mode == "think":
+        final["reasoning_content"] = task.final_think
+    messages.append(final)
+    return {"mode": mode, "tools": AGENT_CONTRACT["tools"], "messages": messages}
+
+
+# --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
 
 TRAIN_BYTES = 12_000_000
-SHARES = {"prose": 0.40, "chat": 0.35, "agent": 0.25}
+SHARES = {"prose": 0.40, "chat": 0.35, "agent": 0.25, "coding": 0.25}
 HELDOUT_FRACTION = 0.03
 MIN_DOCS = 8
-MAKERS = {"prose": make_prose, "chat": make_chat, "agent": make_agent}
+MAKERS = {"prose": make_prose, "chat": make_chat, "agent": make_agent,
+          "coding": make_coding}
 
 
 def dumps(doc):
@@ -457,11 +656,22 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Write the deterministic prose, chat and agent JSONL corpus for the small "
                     "Magnetar demo model.")
-    ap.add_argument("--out", required=True, help="output directory (created if missing)")
+    ap.add_argument("--out", help="output directory (created if missing); required unless "
+                                "--tool-samples")
     ap.add_argument("--seed", type=int, default=1, help="seed of the world and all text (1)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="size factor; 1.0 gives about 12 MB of training JSONL (1.0)")
+    ap.add_argument("--tool-samples", metavar="FILE",
+                    help="only write the world's files and sample tool calls of the coding "
+                         "transcripts with their results (JSON) to FILE")
     args = ap.parse_args(argv)
+    if args.tool_samples:
+        with open(args.tool_samples, "w", encoding="utf-8") as f:
+            f.write(json.dumps(tool_samples(World(args.seed), seed=args.seed),
+                               ensure_ascii=False, indent=1) + "\n")
+        return 0
+    if not args.out:
+        ap.error("--out is required")
     if args.scale <= 0:
         ap.error("--scale must be positive")
 
@@ -477,9 +687,9 @@ def main(argv=None):
         write_lines(args.out, f"{kind}.train.jsonl", train, stats)
         heldout = generate(heldout_rng, world, kind, target * HELDOUT_FRACTION, avoid=set(train))
         write_lines(args.out, f"{kind}.heldout.jsonl", heldout, stats)
-        if kind == "agent":
+        if kind in ("agent", "coding"):
             prompts = [agent_prompt(json.loads(line)) for line in heldout]
-            write_lines(args.out, "agent_prompts.heldout.jsonl",
+            write_lines(args.out, f"{kind}_prompts.heldout.jsonl",
                         [dumps(p) for p in prompts if p is not None], stats)
     summary = {"seed": args.seed, "scale": args.scale, "files": stats}
     with open(os.path.join(args.out, "stats.json"), "w", encoding="utf-8") as f:

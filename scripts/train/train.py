@@ -49,9 +49,11 @@ import torch  # noqa: E402
 import gguf_io  # noqa: E402
 import v4_model  # noqa: E402
 
-KINDS = ("prose", "chat", "agent")
+KINDS = ("prose", "chat", "agent", "coding")
 # Agent transcripts are about a third of the corpus' tokens, but the tool decision is one or
-# two tokens in a transcript of about 600, so they get more than half of the sequences.
+# two tokens in a transcript of about 600, so they get more than half of the sequences. The
+# coding transcripts (the contract of `magnetar agent`, about 1,500 tokens each) are the
+# second stage's (--init).
 DEFAULT_MIX = "prose=0.25,chat=0.2,agent=0.55"
 
 # ---------------------------------------------------------------------------------------------
@@ -86,19 +88,21 @@ def pack(stream, bos, n_ctx):
 
 
 class Data:
-    def __init__(self, corpus, bos, n_ctx):
+    def __init__(self, corpus, bos, n_ctx, kinds):
+        self.kinds = [k for k in KINDS if k in kinds]
         self.train, self.heldout = {}, {}
-        for kind in KINDS:
+        for kind in self.kinds:
             self.train[kind] = read_tokens(os.path.join(corpus, f"{kind}.train.tokens"))
             self.heldout[kind] = read_tokens(os.path.join(corpus, f"{kind}.heldout.tokens"))
-        extra = sorted(glob.glob(os.path.join(corpus, "*.tokens")))
+        # The vocabulary: every token file of the kinds trained (agent_prompts.* included).
+        extra = sorted(p for k in self.kinds for p in glob.glob(os.path.join(corpus, f"{k}*.tokens")))
         ids = np.concatenate([read_tokens(p) for p in extra])
         self.vocab = np.unique(ids)
         self.n_ctx = n_ctx
-        self.seqs = {k: pack(self.train[k], bos, n_ctx) for k in KINDS}
-        self.eval_seqs = {k: pack(self.heldout[k], bos, n_ctx) for k in KINDS}
+        self.seqs = {k: pack(self.train[k], bos, n_ctx) for k in self.kinds}
+        self.eval_seqs = {k: pack(self.heldout[k], bos, n_ctx) for k in self.kinds}
         self.n_train_tokens = sum(a.size for a in self.train.values())
-        for k in KINDS:
+        for k in self.kinds:
             if self.seqs[k].size == 0:
                 raise ValueError(f"{k}.train.tokens is shorter than one sequence of {n_ctx}")
 
@@ -113,7 +117,7 @@ class Sampler:
 
     def __init__(self, seqs, mix, rng):
         self.seqs, self.rng = seqs, rng
-        self.kinds = list(KINDS)
+        self.kinds = [k for k in KINDS if k in mix]
         p = np.array([mix[k] for k in self.kinds], dtype=np.float64)
         self.p = p / p.sum()
         self.order = {k: rng.permutation(seqs[k].size) for k in self.kinds}
@@ -129,22 +133,22 @@ class Sampler:
 
 
 def parse_mix(text):
-    """'prose=0.3,chat=0.3,agent=0.4' -> {kind: weight}; every kind named once, weights > 0."""
+    """'prose=0.3,chat=0.3,agent=0.4' -> {kind: weight}; each kind named at most once, weights
+    > 0; the kinds named are the ones trained."""
     mix = {}
     for part in text.split(","):
         name, sep, value = part.partition("=")
         name = name.strip()
         if not sep or name not in KINDS or name in mix:
             raise argparse.ArgumentTypeError(
-                f"--mix: expected {'=W,'.join(KINDS)}=W, got {text!r}")
+                f"--mix: expected KIND=W,... with each KIND one of {', '.join(KINDS)}, "
+                f"got {text!r}")
         try:
             mix[name] = float(value)
         except ValueError:
             raise argparse.ArgumentTypeError(f"--mix: {value!r} is not a number") from None
         if not (mix[name] > 0 and math.isfinite(mix[name])):
             raise argparse.ArgumentTypeError(f"--mix: the weight of {name} must be > 0")
-    if set(mix) != set(KINDS):
-        raise argparse.ArgumentTypeError(f"--mix: every kind needs a weight ({', '.join(KINDS)})")
     return mix
 
 
@@ -155,14 +159,33 @@ def parse_mix(text):
 FROZEN = ("ffn_gate_tid2eid.weight", "exp_probs_b.bias")
 
 
-def build(hp, w, vocab, n_ctx, init_std):
+def trained_rows(w):
+    """The token ids a trained file has embedding rows for (the others are all zero)."""
+    return np.flatnonzero(w["token_embd.weight"].abs().sum(dim=1).numpy() != 0)
+
+
+def build(hp, w, vocab, n_ctx, init_std, start=None):
     """The trainable weights: every float tensor of the template, with the embedding and the
     output head reduced to the vocabulary subset; the hash tables and the routing biases are
-    not trained by gradient."""
+    not trained by gradient. `start` (the tensors of a trained file of the same shape) gives
+    the initial values instead, its trained rows included; rows it lacks start with random
+    embeddings of its rows' scale and zero output rows."""
     v = torch.from_numpy(vocab.astype(np.int64))
     g = torch.Generator().manual_seed(1234)
     w["emb"] = torch.randn(len(vocab), hp.n_embd, generator=g) * init_std
     w["out"] = torch.randn(len(vocab), hp.n_embd, generator=g) * (1.0 / math.sqrt(hp.n_embd))
+    if start is not None:
+        for name, t in w.items():
+            if name in ("emb", "out"):
+                continue
+            if name not in start or tuple(start[name].shape) != tuple(t.shape):
+                raise ValueError(f"--init: tensor {name} is missing or of another shape")
+            w[name] = start[name].clone().to(t.dtype)
+        had = torch.from_numpy(np.isin(vocab, trained_rows(start)))
+        emb, out = start["token_embd.weight"][v], start["output.weight"][v]
+        scale = float(emb[had].std())
+        w["emb"] = torch.where(had[:, None], emb, w["emb"] * (scale / init_std))
+        w["out"] = torch.where(had[:, None], out, torch.zeros_like(out))
     full_shapes = {n: tuple(w[n].shape) for n in ("token_embd.weight", "output.weight")}
     del w["token_embd.weight"], w["output.weight"]
     params = {}
@@ -219,7 +242,7 @@ def evaluate(model, data, to_local, n_seqs, batch_size):
     """Held-out main and MTP NLL per kind over the first n_seqs sequences of each."""
     out = {}
     with torch.no_grad():
-        for kind in KINDS:
+        for kind in data.kinds:
             seqs = [(kind, int(s)) for s in data.eval_seqs[kind][:n_seqs]]
             tot = totm = 0.0
             for i in range(0, len(seqs), batch_size):
@@ -328,6 +351,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", required=True, help="directory of *.train/heldout.tokens files")
     ap.add_argument("--template", required=True, help="generated GGUF of the target shape")
+    ap.add_argument("--init", metavar="GGUF",
+                    help="start from this trained file of the template's shape (a second "
+                         "stage); its vocabulary rows are kept")
     ap.add_argument("--out", required=True, help="output GGUF")
     ap.add_argument("--steps", type=int, default=420)
     ap.add_argument("--batch", type=int, default=2)
@@ -360,8 +386,12 @@ def main():
     rng = np.random.default_rng(args.seed)
     f, hp, w = gguf_io.load(args.template, torch.float32)
     bos = int(f.metadata.get("tokenizer.ggml.bos_token_id", 0))
-    data = Data(args.corpus, bos, args.ctx)
-    model, params, full_shapes = build(hp, w, data.vocab, args.ctx, args.init_std)
+    data = Data(args.corpus, bos, args.ctx, args.mix)
+    start = None
+    if args.init:
+        start = gguf_io.load(args.init, torch.float32)[2]
+        data.vocab = np.union1d(data.vocab, trained_rows(start))
+    model, params, full_shapes = build(hp, w, data.vocab, args.ctx, args.init_std, start)
     vocab_t = torch.from_numpy(data.vocab.astype(np.int64))
 
     def to_local(tokens):
@@ -372,7 +402,7 @@ def main():
           f"vocabulary subset {len(data.vocab)} of {hp.n_vocab}, "
           f"{data.n_train_tokens:,} training tokens in "
           f"{sum(v.size for v in data.seqs.values())} sequences of {args.ctx} (mix "
-          f"{', '.join(f'{k} {args.mix[k]:g}' for k in KINDS)}), "
+          f"{', '.join(f'{k} {args.mix[k]:g}' for k in data.kinds)}), "
           f"{args.steps} steps of {args.batch}, {torch.get_num_threads()} threads, "
           f"BLAS {'OpenBLAS' if os.environ.get('MAGNETAR_TRAIN_REEXEC') else 'system default'}",
           file=sys.stderr)

@@ -1,6 +1,7 @@
 // The trained default model (models/magnetar-tiny.gguf as scripts/setup.sh installs it; see
-// scripts/train/README.md): on held-out agent prompts its greedy reply holds a DSML tool call
-// that the project's parser accepts and that names the tool the prompt needs, and a plain
+// scripts/train/README.md): on held-out agent prompts, and on held-out coding prompts with the
+// contract of `magnetar agent`, its greedy reply holds a DSML tool call that the project's
+// parser accepts and that names the tool the prompt needs, and a plain
 // question gets an English answer in the corpus' domain.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -38,9 +39,14 @@ std::string reply(const Engine& e, const std::vector<int32_t>& prompt, int n) {
     return e.detokenize(ids);
 }
 
-// The bar is 80 % of the held-out prompts; the shipped model reaches 44 of 52 (85 %).
-TEST(TrainedModel, CallsTheRightToolOnHeldOutAgentPrompts) {
-    MAGNETAR_REQUIRE_DEFAULT_MODEL();
+struct tool_hits {
+    int n = 0, right = 0;
+    std::string misses;
+};
+
+// Greedy replies to the held-out prompts of `file` (agent_prompts or coding_prompts, written by
+// corpus.py): how many hold a DSML call that parses and names the expected tool.
+tool_hits held_out_tool_calls(const std::string& file) {
     const Engine& e = *default_engine();
     const std::string dir =
         (fs::temp_directory_path() / ("magnetar-agent-" + std::to_string(::getpid()))).string();
@@ -48,17 +54,16 @@ TEST(TrainedModel, CallsTheRightToolOnHeldOutAgentPrompts) {
         "/usr/bin/python3 " +
         shell_quote(std::string(MAGNETAR_SOURCE_DIR) + "/scripts/train/corpus.py") + " --out " +
         shell_quote(dir) + " 2>/dev/null";
-    ASSERT_EQ(std::system(corpus.c_str()), 0) << corpus;
-    const std::string prompts = dir + "/agent_prompts.heldout.jsonl";
+    tool_hits h;
+    EXPECT_EQ(std::system(corpus.c_str()), 0) << corpus;
+    const std::string prompts = dir + "/" + file;
     const cmd_result r = run_magnetar("render -q -m " + shell_quote(trained_model()) + " -f " +
                                       shell_quote(prompts));
-    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.rc, 0) << r.err;
 
     std::ifstream in(prompts);
     std::istringstream id_lines(r.out);
     std::string line, ids_line;
-    int n = 0, right = 0;
-    std::string misses;
     while (std::getline(in, line) && std::getline(id_lines, ids_line)) {
         const auto j = nlohmann::json::parse(line);
         std::istringstream ids(ids_line);
@@ -68,18 +73,38 @@ TEST(TrainedModel, CallsTheRightToolOnHeldOutAgentPrompts) {
         const bool thinking = j["mode"] == "think";
         const chat::parse_result p = chat::parse_tool_calls(text, thinking);
         const std::string want = j["expected_tool"];
-        ++n;
+        ++h.n;
         if (p.status == chat::parse_status::ok && !p.calls.empty() && p.calls[0].name == want) {
-            ++right;
-        } else if (misses.size() < 4000) {
-            misses += "want " + want + ", status " + chat::parse_status_name(p.status) + ": " +
-                      text.substr(0, 300) + "\n";
+            ++h.right;
+        } else if (h.misses.size() < 4000) {
+            h.misses += "want " + want + ", status " + chat::parse_status_name(p.status) + ": " +
+                        text.substr(0, 300) + "\n";
         }
     }
     fs::remove_all(dir);
-    ASSERT_GE(n, 40);
-    std::printf("%d of %d held-out agent prompts: a parsed call to the right tool\n", right, n);
-    EXPECT_GE(right * 5, n * 4) << right << " of " << n << "\n" << misses;
+    std::printf("%d of %d held-out prompts of %s: a parsed call to the right tool\n", h.right, h.n,
+                file.c_str());
+    return h;
+}
+
+// The bar is 80 % of the held-out prompts; the shipped model reaches 44 of 52 (85 %).
+TEST(TrainedModel, CallsTheRightToolOnHeldOutAgentPrompts) {
+    MAGNETAR_REQUIRE_DEFAULT_MODEL();
+    const tool_hits h = held_out_tool_calls("agent_prompts.heldout.jsonl");
+    ASSERT_GE(h.n, 40);
+    EXPECT_GE(h.right * 5, h.n * 4) << h.right << " of " << h.n << "\n" << h.misses;
+}
+
+// The same with the contract and tools of `magnetar agent` (list, read, search); the bar is
+// 80 %. Disabled until a model trained with the second stage (scripts/train/README.md) ships:
+// the shipped one was trained without the coding transcripts and calls the server-style names
+// (list_files, read_file); the second-stage candidate of docs/log.md (2026-12-07) reaches 14 of
+// 16. Run it with --gtest_also_run_disabled_tests.
+TEST(TrainedModel, DISABLED_CallsTheRightAgentToolOnHeldOutCodingPrompts) {
+    MAGNETAR_REQUIRE_DEFAULT_MODEL();
+    const tool_hits h = held_out_tool_calls("coding_prompts.heldout.jsonl");
+    ASSERT_GE(h.n, 12);
+    EXPECT_GE(h.right * 5, h.n * 4) << h.right << " of " << h.n << "\n" << h.misses;
 }
 
 TEST(TrainedModel, AnswersInEnglishAboutItsDomain) {
