@@ -577,21 +577,24 @@ CODING_TASKS = [(coding_list, 22), (coding_read, 22), (coding_list_read, 26),
                 (coding_search, 18), (coding_direct, 12)]
 
 
+def draw_coding_task(rng, w):
+    gen = rng.choices([g for g, _ in CODING_TASKS], [k for _, k in CODING_TASKS])[0]
+    return gen(rng, w)
+
+
 def tool_samples(w, n=40, seed=1):
     """The world's files and the tool calls of n coding transcripts with the results they
     show, for tests/agent/contract_test.cpp to replay against the agent's tools."""
     rng = random.Random(f"magnetar-corpus/{seed}/coding/samples")
     calls = []
     while len(calls) < n:
-        gen = rng.choices([g for g, _ in CODING_TASKS], [k for _, k in CODING_TASKS])[0]
-        for step in gen(rng, w).steps:
+        for step in draw_coding_task(rng, w).steps:
             calls.append({"name": step.name, "arguments": step.args, "result": step.result})
     return {"files": {p: t for p, (t, _) in w.files.items()}, "calls": calls}
 
 
 def make_coding(rng, w):
-    gen = rng.choices([g for g, _ in CODING_TASKS], [k for _, k in CODING_TASKS])[0]
-    task = gen(rng, w)
+    task = draw_coding_task(rng, w)
     mode = "think" if rng.random() < 0.7 else "nothink"
     system = AGENT_CONTRACT["preamble"].replace("{workdir}", rng.choice(WORKDIRS))
     if rng.random() < 0.2:

@@ -26,4 +26,10 @@ std::string human_count(uint64_t n) {
     return strfmt("%.2f%s", v, units[u]);
 }
 
+size_t utf8_columns(std::string_view s) {
+    size_t n = 0;
+    for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+}
+
 }  // namespace magnetar

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace magnetar {
@@ -24,5 +25,8 @@ std::string human_bytes(uint64_t n);
 
 // "1.23 M", "4.5 B" style count.
 std::string human_count(uint64_t n);
+
+// Terminal columns of UTF-8 text, one per code point (continuation bytes are not counted).
+size_t utf8_columns(std::string_view s);
 
 }  // namespace magnetar

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/generation.h"
+#include "core/format.h"
 
 namespace magnetar::cli {
 
@@ -64,13 +65,6 @@ struct segment {
     std::string bytes;
     bool dim = false;
 };
-
-// Display width of a UTF-8 string (one column per code point).
-size_t columns(const std::string& s) {
-    size_t n = 0;
-    for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
-    return n;
-}
 
 class tui_view final : public eval_view {
   public:
@@ -204,7 +198,7 @@ class tui_view final : public eval_view {
                     continue;
                 }
                 if (lines.back().first.empty()) lines.back().second = s.dim;
-                if (static_cast<int>(columns(lines.back().first)) >= right)
+                if (static_cast<int>(utf8_columns(lines.back().first)) >= right)
                     lines.emplace_back("", s.dim);
                 // Whole UTF-8 sequences.
                 size_t len = 1;

@@ -25,12 +25,7 @@ std::string markdown_stream::feed(std::string_view piece) {
 std::string markdown_stream::finish() {
     if (!colour_) return {};
     std::string out;
-    if (line_start_ && !head_.empty()) {
-        const std::string held = std::move(head_);
-        head_.clear();
-        line_start_ = false;
-        for (const char c : held) inline_char(c, &out);
-    }
+    if (line_start_ && !head_.empty()) decide_head(&out, true);  // shown as plain text
     if (star_) out += '*';
     if (bold_ || heading_ || code_ || fence_ || fence_line_) out += "\x1b[0m";
     line_start_ = true;

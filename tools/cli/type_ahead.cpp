@@ -7,13 +7,6 @@ namespace magnetar::cli {
 
 namespace {
 
-// Code points of UTF-8 text (continuation bytes are not counted).
-size_t columns(std::string_view s) {
-    size_t n = 0;
-    for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    return n;
-}
-
 // The last `cols` code points of s.
 std::string tail_columns(const std::string& s, size_t cols) {
     size_t at = s.size(), n = 0;
@@ -114,10 +107,10 @@ std::string footer_text(const std::string& state, long long used, long long n_ct
     std::string draft = input.draft();
     for (char& c : draft)
         if (c == '\n') c = ' ';
-    if (columns(s) >= cols) return tail_columns(s, cols);  // a very narrow terminal
-    const size_t room = cols - columns(s) - 1;             // the last column stays free
+    if (utf8_columns(s) >= cols) return tail_columns(s, cols);  // a very narrow terminal
+    const size_t room = cols - utf8_columns(s) - 1;             // the last column stays free
     const std::string hint = "type ahead: Enter queues, Tab sends now";
-    s += draft.empty() && input.queue().empty() && columns(hint) <= room
+    s += draft.empty() && input.queue().empty() && utf8_columns(hint) <= room
              ? hint
              : tail_columns(draft, room);
     return s;

@@ -5,7 +5,7 @@
 // Backspace and Ctrl+U edit; other keys and escape sequences are ignored. The footer line that
 // shows this state is footer_text().
 //
-// Owns: the keys' meaning and the footer's text. Does not own: the terminal (cmd_agent.cpp
+// Owns: the keys' meaning and the footer's text. Does not own: the terminal (busy_terminal.h
 // reads the keys on a thread and draws the footer).
 #pragma once
 
