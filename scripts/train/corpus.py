@@ -412,7 +412,8 @@ def agent_prompt(doc):
         return None
     prompt = [m for m in msgs[:msgs.index(first_call)]]
     return {"mode": doc["mode"], "tools": doc["tools"], "messages": prompt,
-            "expected_tool": first_call["tool_calls"][0]["name"]}
+            "expected_tool": first_call["tool_calls"][0]["name"],
+            "expected_arguments": first_call["tool_calls"][0]["arguments"]}
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,24 +594,36 @@ def tool_samples(w, n=40, seed=1):
     return {"files": {p: t for p, (t, _) in w.files.items()}, "calls": calls}
 
 
+# How many requests one coding conversation holds (weights): the agent keeps one session, so
+# later requests see the earlier ones, and the long preamble is shared by several of them.
+CODING_ROUNDS = [(1, 40), (2, 35), (3, 25)]
+
+
 def make_coding(rng, w):
-    task = draw_coding_task(rng, w)
     mode = "think" if rng.random() < 0.7 else "nothink"
     system = AGENT_CONTRACT["preamble"].replace("{workdir}", rng.choice(WORKDIRS))
     if rng.random() < 0.2:
         system += "\n\n" + rng.choice(AGENT_SYSTEMS[2:])
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": task.user}]
-    for i, step in enumerate(task.steps, start=1):
-        turn = {"role": "assistant", "content": ""}
+    messages = [{"role": "system", "content": system}]
+    rounds = rng.choices([n for n, _ in CODING_ROUNDS], [k for _, k in CODING_ROUNDS])[0]
+    calls = 0
+    for _ in range(rounds):
+        task = draw_coding_task(rng, w)
+        messages.append({"role": "user", "content": task.user})
+        for step in task.steps:
+            calls += 1
+            turn = {"role": "assistant", "content": ""}
+            if mode == "think":
+                turn["reasoning_content"] = step.think
+            turn["tool_calls"] = [{"id": f"call_{calls}", "name": step.name,
+                                   "arguments": step.args}]
+            messages.append(turn)
+            messages.append({"role": "tool", "tool_call_id": f"call_{calls}",
+                             "content": step.result})
+        final = {"role": "assistant", "content": task.answer}
         if mode == "think":
-            turn["reasoning_content"] = step.think
-        turn["tool_calls"] = [{"id": f"call_{i}", "name": step.name, "arguments": step.args}]
-        messages.append(turn)
-        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": step.result})
-    final = {"role": "assistant", "content": task.answer}
-    if mode == "think":
-        final["reasoning_content"] = task.final_think
-    messages.append(final)
+            final["reasoning_content"] = task.final_think
+        messages.append(final)
     return {"mode": mode, "tools": AGENT_CONTRACT["tools"], "messages": messages}
 
 
@@ -619,7 +632,7 @@ def make_coding(rng, w):
 # --------------------------------------------------------------------------------------------
 
 TRAIN_BYTES = 12_000_000
-SHARES = {"prose": 0.40, "chat": 0.35, "agent": 0.25, "coding": 0.25}
+SHARES = {"prose": 0.40, "chat": 0.35, "agent": 0.25, "coding": 0.50}
 HELDOUT_FRACTION = 0.03
 MIN_DOCS = 8
 MAKERS = {"prose": make_prose, "chat": make_chat, "agent": make_agent,
@@ -663,7 +676,7 @@ def main(argv=None):
                                 "--tool-samples")
     ap.add_argument("--seed", type=int, default=1, help="seed of the world and all text (1)")
     ap.add_argument("--scale", type=float, default=1.0,
-                    help="size factor; 1.0 gives about 12 MB of training JSONL (1.0)")
+                    help="size factor; 1.0 gives about 18 MB of training JSONL (1.0)")
     ap.add_argument("--tool-samples", metavar="FILE",
                     help="only write the world's files and sample tool calls of the coding "
                          "transcripts with their results (JSON) to FILE")

@@ -210,5 +210,42 @@ TEST(GenModel, MtpOptionAddsTheBlock) {
         EXPECT_EQ(m->file().tensors()[i].name, ref->file().tensors()[i].name);
 }
 
+// --sliding-window changes the raw attention window and nothing else: same tensors, the flag in
+// general.generator; a window past the preset's training context is refused before writing.
+TEST(GenModel, SlidingWindowOptionSetsTheWindowOnly) {
+    genmodel::options o;
+    o.preset = "tiny";
+    o.seed = 7;
+    o.sliding_window = 64;
+    o.output = test::temp_dir() + "/tiny-window-64.gguf";
+    o.quiet = true;
+    genmodel::generate(o);
+    auto m = model::load(o.output);
+    auto ref = model::load(tiny_f32());
+    EXPECT_EQ(ref->hp().n_swa, 16u);
+    EXPECT_EQ(m->hp().n_swa, 64u);
+    ASSERT_EQ(m->file().tensors().size(), ref->file().tensors().size());
+    for (size_t i = 0; i < ref->file().tensors().size(); ++i) {
+        EXPECT_EQ(m->file().tensors()[i].name, ref->file().tensors()[i].name);
+        for (int d = 0; d < 4; ++d)
+            EXPECT_EQ(m->file().tensors()[i].ne[d], ref->file().tensors()[i].ne[d]);
+    }
+    const gguf::value* gen = m->file().find("general.generator");
+    ASSERT_NE(gen, nullptr);
+    EXPECT_EQ(gen->s, "magnetar gen-model --preset tiny --seed 7 --sliding-window 64");
+
+    o.sliding_window = 1u << 30;
+    o.output = test::temp_dir() + "/tiny-window-huge.gguf";
+    try {
+        genmodel::generate(o);
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("longer than preset 'tiny''s training context"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(o.output));
+}
+
 }  // namespace
 }  // namespace magnetar

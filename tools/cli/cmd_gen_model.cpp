@@ -19,6 +19,7 @@ action setup(CLI::App& sub) {
         bool quiet = false;
         bool mtp = false;
         bool overwrite = false;
+        uint32_t sliding_window = 0;
     };
     auto a = std::make_shared<args>();
     sub.add_option("--preset", a->preset, std::string("Model shape: ") + preset_names_help())
@@ -40,6 +41,10 @@ action setup(CLI::App& sub) {
     sub.add_flag("--mtp", a->mtp,
                  "Add the MTP block (V4 presets; flash-layers:2 --mtp for speculative-decoding "
                  "benchmarks)");
+    sub.add_option("--sliding-window", a->sliding_window,
+                   "Raw attention window in tokens instead of the preset's (no tensor changes "
+                   "shape)")
+        ->check(CLI::Range(1u, 1u << 20));
     sub.add_flag("-q,--quiet", a->quiet, "No progress bar");
     sub.add_flag("--overwrite", a->overwrite, "Replace the output file when it exists");
     sub.footer(
@@ -61,6 +66,7 @@ action setup(CLI::App& sub) {
         o.tokenizer_json = a->tokenizer_json;
         o.quiet = a->quiet;
         o.mtp = a->mtp;
+        o.sliding_window = a->sliding_window;
         genmodel::generate(o);
         return 0;
     };

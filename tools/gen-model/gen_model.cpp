@@ -215,7 +215,17 @@ ggml_type scheme_type(weight_scheme s, const std::string& name, bool mtp_block) 
 void generate(const options& opts) {
     if (opts.output.empty()) throw Error("gen-model: no output path (-o FILE)");
     bool with_mtp = false;
-    const hparams hp = preset_by_name(opts.preset, &with_mtp);
+    hparams hp = preset_by_name(opts.preset, &with_mtp);
+    if (opts.sliding_window != 0) {
+        if (opts.sliding_window > hp.n_ctx_train) {
+            throw Error(
+                strfmt("gen-model: --sliding-window %u is longer than preset '%s''s "
+                       "training context (%llu)",
+                       opts.sliding_window, opts.preset.c_str(),
+                       static_cast<unsigned long long>(hp.n_ctx_train)));
+        }
+        hp.n_swa = opts.sliding_window;
+    }
     if (opts.mtp && hp.is_v41()) {
         throw Error(
             strfmt("gen-model: --mtp adds a DeepSeek V4 MTP block; preset '%s' is V4.1 "
@@ -263,9 +273,12 @@ void generate(const options& opts) {
     if (scheme != weight_scheme::f32)
         w.set("general.quantization_version", gguf::value::make_u32(2));
     w.set("general.generator",
-          gguf::value::make_string(strfmt("magnetar gen-model --preset %s --seed %llu",
-                                          opts.preset.c_str(),
-                                          static_cast<unsigned long long>(opts.seed))));
+          gguf::value::make_string(
+              strfmt("magnetar gen-model --preset %s --seed %llu%s", opts.preset.c_str(),
+                     static_cast<unsigned long long>(opts.seed),
+                     opts.sliding_window == 0
+                         ? ""
+                         : strfmt(" --sliding-window %u", opts.sliding_window).c_str())));
     write_vocab(w, v);
     uint64_t data_bytes = 0;
     for (size_t i = 0; i < specs.size(); ++i) {

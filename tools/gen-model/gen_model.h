@@ -46,6 +46,7 @@ struct options {
     std::string tokenizer_json;
     bool quiet = false;  // no progress bar
     bool mtp = false;    // add the MTP block to a V4 preset that has none (tiny-mtp is tiny + mtp)
+    uint32_t sliding_window = 0;  // raw attention window in tokens; 0 keeps the preset's
 };
 
 // Writes the model. Throws magnetar::Error on bad options or I/O errors; on failure no partial
