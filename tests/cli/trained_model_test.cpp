@@ -78,14 +78,12 @@ tool_hits held_out_tool_calls(const std::string& file) {
         ++h.n;
         const bool named =
             p.status == chat::parse_status::ok && !p.calls.empty() && p.calls[0].name == want;
-        const bool exact =
-            named && j.contains("expected_arguments") &&
-            nlohmann::json::parse(p.calls[0].arguments, nullptr, false) == j["expected_arguments"];
+        const bool exact = named && nlohmann::json::parse(p.calls[0].arguments, nullptr, false) ==
+                                        j["expected_arguments"];
         h.right += named;
         h.exact += exact;
         if (!exact && h.misses.size() < 4000) {
-            h.misses += "want " + want + " " +
-                        j.value("expected_arguments", nlohmann::json()).dump() + ", status " +
+            h.misses += "want " + want + " " + j["expected_arguments"].dump() + ", status " +
                         chat::parse_status_name(p.status) + ": " + text.substr(0, 300) + "\n";
         }
     }

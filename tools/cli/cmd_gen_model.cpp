@@ -44,7 +44,7 @@ action setup(CLI::App& sub) {
     sub.add_option("--sliding-window", a->sliding_window,
                    "Raw attention window in tokens instead of the preset's (no tensor changes "
                    "shape)")
-        ->check(CLI::Range(1u, 1u << 20));
+        ->check(CLI::PositiveNumber);
     sub.add_flag("-q,--quiet", a->quiet, "No progress bar");
     sub.add_flag("--overwrite", a->overwrite, "Replace the output file when it exists");
     sub.footer(

@@ -212,19 +212,25 @@ ggml_type scheme_type(weight_scheme s, const std::string& name, bool mtp_block) 
     return ggml_type::F16;
 }
 
+std::string generator_command(const options& opts) {
+    std::string c = strfmt("magnetar gen-model --preset %s --seed %llu", opts.preset.c_str(),
+                           static_cast<unsigned long long>(opts.seed));
+    if (opts.sliding_window != 0) c += strfmt(" --sliding-window %u", opts.sliding_window);
+    return c;
+}
+
 void generate(const options& opts) {
     if (opts.output.empty()) throw Error("gen-model: no output path (-o FILE)");
     bool with_mtp = false;
     hparams hp = preset_by_name(opts.preset, &with_mtp);
     if (opts.sliding_window != 0) {
-        if (opts.sliding_window > hp.n_ctx_train) {
-            throw Error(
-                strfmt("gen-model: --sliding-window %u is longer than preset '%s''s "
-                       "training context (%llu)",
-                       opts.sliding_window, opts.preset.c_str(),
-                       static_cast<unsigned long long>(hp.n_ctx_train)));
-        }
         hp.n_swa = opts.sliding_window;
+        try {
+            hp.validate();  // the loader's bounds: the engine's window limit, context_length
+        } catch (const Error& e) {
+            throw Error(strfmt("gen-model: --sliding-window %u does not fit preset '%s': %s",
+                               opts.sliding_window, opts.preset.c_str(), e.what()));
+        }
     }
     if (opts.mtp && hp.is_v41()) {
         throw Error(
@@ -272,13 +278,7 @@ void generate(const options& opts) {
     if (with_mtp) w.set(hp.arch + ".nextn_predict_layers", gguf::value::make_u32(1));
     if (scheme != weight_scheme::f32)
         w.set("general.quantization_version", gguf::value::make_u32(2));
-    w.set("general.generator",
-          gguf::value::make_string(
-              strfmt("magnetar gen-model --preset %s --seed %llu%s", opts.preset.c_str(),
-                     static_cast<unsigned long long>(opts.seed),
-                     opts.sliding_window == 0
-                         ? ""
-                         : strfmt(" --sliding-window %u", opts.sliding_window).c_str())));
+    w.set("general.generator", gguf::value::make_string(generator_command(opts)));
     write_vocab(w, v);
     uint64_t data_bytes = 0;
     for (size_t i = 0; i < specs.size(); ++i) {

@@ -49,6 +49,10 @@ struct options {
     uint32_t sliding_window = 0;  // raw attention window in tokens; 0 keeps the preset's
 };
 
+// The general.generator value: the command line that reproduces the file (the V4.1 generator
+// appends " --tokenizer-json" when it wrote a tokenizer).
+std::string generator_command(const options& opts);
+
 // Writes the model. Throws magnetar::Error on bad options or I/O errors; on failure no partial
 // file is left at the output path.
 void generate(const options& opts);

@@ -338,10 +338,8 @@ void generate_v41(const options& opts, const hparams& base) {
     }
 
     if (quantized) w.set("general.quantization_version", gguf::value::make_u32(2));
-    w.set("general.generator",
-          gguf::value::make_string(strfmt(
-              "magnetar gen-model --preset %s --seed %llu%s", opts.preset.c_str(),
-              static_cast<unsigned long long>(opts.seed), tokenized ? " --tokenizer-json" : "")));
+    w.set("general.generator", gguf::value::make_string(generator_command(opts) +
+                                                        (tokenized ? " --tokenizer-json" : "")));
     for (size_t i = 0; i < specs.size(); ++i) w.add_tensor(specs[i].name, types[i], specs[i].ne);
 
     Progress progress("gen-model " + opts.preset, data_bytes, Progress::Unit::bytes, opts.quiet);
