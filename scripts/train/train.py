@@ -220,22 +220,28 @@ def balance_routing(model, gamma):
 
 
 def losses(model, batch, to_local):
-    """(main NLL, MTP NLL, indexer CE) averaged over their positions, for a [B, T] batch of
-    global ids."""
+    """(main NLL, MTP NLL, indexer CE, indexer KL) averaged over their positions, for a [B, T]
+    batch of global ids. The KL is the CE less the target's own entropy (detached, for the log):
+    the attention's mass over a few hundred rows is spread, so the CE alone stays high even when
+    the indexer matches it."""
     tokens = torch.from_numpy(batch.astype(np.int64))
     local = to_local(tokens)
     hn, hm = model.forward(local, tokens)
     main = model.full_vocab_nll(hn[:, :-1], local[:, 1:]).mean()
     mtp = model.full_vocab_nll(hm[:, :-1], local[:, 2:]).mean() if hm is not None else None
-    idx = None
+    idx = kl = None
     pairs = model.aux.get("indexer", [])
     if pairs:
-        terms = []
+        terms, kls = [], []
         for logp, target, rows_ok in pairs:
             ce = -(target * logp.clamp(min=-1e4)).sum(dim=-1)  # [B, T]
             terms.append(ce[:, rows_ok].mean())
+            with torch.no_grad():
+                h = -(target * torch.log(target.clamp(min=1e-30))).sum(dim=-1)
+                kls.append((ce - h)[:, rows_ok].mean())
         idx = torch.stack(terms).mean()
-    return main, mtp, idx
+        kl = float(torch.stack(kls).mean())
+    return main, mtp, idx, kl
 
 
 def evaluate(model, data, to_local, n_seqs, batch_size):
@@ -247,7 +253,7 @@ def evaluate(model, data, to_local, n_seqs, batch_size):
             tot = totm = 0.0
             for i in range(0, len(seqs), batch_size):
                 b = data.batch(seqs[i:i + batch_size], data.heldout)
-                main, mtp, _ = losses(model, b, to_local)
+                main, mtp, _, _ = losses(model, b, to_local)
                 tot += float(main) * len(b)
                 totm += float(mtp) * len(b) if mtp is not None else 0.0
             out[kind] = (tot / max(len(seqs), 1), totm / max(len(seqs), 1))
@@ -427,7 +433,7 @@ def main():
         batch = data.batch(items, data.train)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        main, mtp, idx = losses(model, batch, to_local)
+        main, mtp, idx, idx_kl = losses(model, batch, to_local)
         loss = main
         if mtp is not None:
             loss = loss + args.mtp_weight * mtp
@@ -443,7 +449,8 @@ def main():
         smooth = m if smooth is None else 0.95 * smooth + 0.05 * m
         train_curve.append((step + 1, smooth))
         rec = {"step": step + 1, "lr": lr_at(step), "main": m, "grad_norm": gnorm,
-               "mtp": None if mtp is None else float(mtp), "indexer": None if idx is None else float(idx)}
+               "mtp": None if mtp is None else float(mtp),
+               "indexer": None if idx is None else float(idx), "indexer_kl": idx_kl}
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             ev = evaluate(model, data, to_local, args.eval_seqs, args.batch)
             held = sum(v[0] for v in ev.values()) / len(ev)
