@@ -574,8 +574,21 @@ def coding_direct(rng, w):
     return task
 
 
-CODING_TASKS = [(coding_list, 22), (coding_read, 22), (coding_list_read, 26),
-                (coding_search, 18), (coding_direct, 12)]
+def coding_thanks(rng):
+    """A later request that only thanks the agent: it answers without a tool."""
+    user = rng.choice(["Thanks.", "Thank you.", "Thanks!", "Great, thanks.", "OK, thank you."])
+    answer = rng.choice(["You are welcome. Tell me if you need anything else.",
+                         "Glad to help. What would you like to do next?"])
+    return Task(user, [], answer, "The user thanks me. No tool is needed; I will reply briefly.",
+                needs=[])
+
+
+# Finding a file and reading it has the most weight: its calls copy both a folder and a file
+# name from the request and the listing, the hardest thing the contract asks of the model.
+CODING_TASKS = [(coding_list, 18), (coding_read, 18), (coding_list_read, 40),
+                (coding_search, 14), (coding_direct, 10)]
+# How often a later request of a conversation is only a thank-you.
+CODING_THANKS = 0.15
 
 
 def draw_coding_task(rng, w):
@@ -607,8 +620,9 @@ def make_coding(rng, w):
     messages = [{"role": "system", "content": system}]
     rounds = rng.choices([n for n, _ in CODING_ROUNDS], [k for _, k in CODING_ROUNDS])[0]
     calls = 0
-    for _ in range(rounds):
-        task = draw_coding_task(rng, w)
+    for i in range(rounds):
+        task = (coding_thanks(rng) if i > 0 and rng.random() < CODING_THANKS else
+                draw_coding_task(rng, w))
         messages.append({"role": "user", "content": task.user})
         for step in task.steps:
             calls += 1

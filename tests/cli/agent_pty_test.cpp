@@ -1,8 +1,8 @@
 // `magnetar agent` on the trained default model, driven through a pseudo-terminal as a user
-// would: a request the model answers with a tool call (the call runs, its result comes back,
-// the turn ends), /save, a restart that loads the system prompt's state from disk, /list,
-// /switch continuing with only the new tokens evaluated, /quit asking to save, Ctrl+C, Ctrl+D; and
-// -p with its errors off a terminal.
+// would: a request the model answers by listing a folder and reading the file it found there (the
+// calls run, their results come back, the turn ends), /save, a restart that loads the system
+// prompt's state from disk, /list, /switch continuing with only the new tokens evaluated, /quit
+// asking to save, Ctrl+C, Ctrl+D; and -p with its errors off a terminal.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -31,9 +31,14 @@ struct agent_setup {
     std::string home = test::temp_dir();
     std::string work = home + "/work";
     std::string sessions = home + "/sessions";
+    // The notes folder of the training corpus' world (scripts/train/world.py), with texts of
+    // its own: the model was taught to find a file among those names.
     agent_setup() {
         fs::create_directories(work + "/notes");
+        std::ofstream(work + "/notes/todo.txt") << "- Check the spin of Vel X-3.\n";
+        std::ofstream(work + "/notes/observing_plan.txt") << "Observe Orion on Friday.\n";
         std::ofstream(work + "/notes/meeting.txt") << "The meeting is on Tuesday.\n";
+        std::ofstream(work + "/notes/ideas.md") << "# Ideas\n\nA new catalogue.\n";
     }
     // Greedy unless `extra` gives sampling flags.
     std::vector<std::string> argv(const std::vector<std::string>& extra = {"--temp", "0"}) const {
@@ -92,8 +97,14 @@ TEST(AgentPty, ToolRoundSaveRestartAndSwitch) {
         EXPECT_NE(p.output().find("tokens evaluated"), std::string::npos) << p.output();
         const std::string t =
             say(p, "There is a file about meeting somewhere in notes. What does it say?");
-        // The call shown, run and answered; the turn ended with a reply after it.
-        EXPECT_NE(t.find("-> "), std::string::npos) << t;
+        // The folder listed, then the file read, each call shown, run and answered; the turn
+        // ended with a reply after them.
+        const size_t list = t.find("-> list path=notes");
+        ASSERT_NE(list, std::string::npos) << t;
+        const size_t read = t.find("-> read path=notes/meeting.txt", list);
+        ASSERT_NE(read, std::string::npos) << t;
+        EXPECT_NE(t.find("   ok: ", read), std::string::npos) << "the read's result came back\n"
+                                                              << t;
         EXPECT_NE(t.find("[context "), std::string::npos) << t;
         EXPECT_EQ(t.find("0 tool calls"), std::string::npos) << t;
         EXPECT_NE(t.find("\033[90m"), std::string::npos) << "thinking is dimmed on a terminal";

@@ -92,7 +92,7 @@ TEST(Steer, SweepChangesTheMarkerFrequencyMonotonicallyWithTheScale) {
     const cmd_result r = run_magnetar("steer sweep -m " + shell_quote(trained_model()) +
                                       " -t 2 --direction " + shell_quote(distance_direction()) +
                                       " --prompts " + shell_quote(example("tell.txt")) +
-                                      " --scales=-2,-1,0,1 -n 60 --nothink --marker light --csv " +
+                                      " --scales=-1,0,1,2 -n 60 --nothink --marker light --csv " +
                                       dir + "/s.csv --svg " + dir + "/s.svg");
     ASSERT_EQ(r.rc, 0) << r.err;
     std::ifstream csv(dir + "/s.csv");
@@ -117,7 +117,6 @@ TEST(Steer, SweepChangesTheMarkerFrequencyMonotonicallyWithTheScale) {
             << r.out;
     }
     EXPECT_GT(rows.front().marker_per_reply, 1.25 * rows.back().marker_per_reply) << r.out;
-    EXPECT_GT(rows.front().mean_tokens, rows.back().mean_tokens) << r.out;
     // The table on stdout and the chart.
     EXPECT_NE(r.out.find("'light'/reply"), std::string::npos) << r.out;
     std::ifstream svg(dir + "/s.svg");
