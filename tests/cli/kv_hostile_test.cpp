@@ -329,7 +329,7 @@ TEST(ServeDiskCache, LogDisableSilencesTheNotes) {
 TEST(ServeFlagsBinary, SamplingFlagsAreTheRequestDefaults) {
     const std::string model = find_in_ancestors("models/magnetar-tiny.gguf");
     if (model.empty()) GTEST_SKIP() << "models/magnetar-tiny.gguf missing";
-    const std::string text = "Tell me about the sea and the sea and the sea.";
+    const std::string text = "What are magnetars?";
     auto answer = [&](const std::vector<std::string>& flags, const nlohmann::json& fields) {
         scratch_dir dir("sampling");
         std::vector<std::string> args = {"serve",  "-m", model, "-t",   "2",

@@ -59,7 +59,7 @@ std::string complete(int port, json body) {
 TEST(ServerSampling, OperatorDefaultsAndClientPenalties) {
     REQUIRE_MODEL();
     const int port = penalised_server().port();
-    const std::string text = "Tell me about the sea and the sea and the sea.";
+    const std::string text = "What are magnetars?";
     const std::string plain = reference(text, chat::think_mode::nothink, {1.0, 0.0, 0.0, 64});
     const std::string operator_only =
         reference(text, chat::think_mode::nothink, {1.6, 0.0, 0.0, -1});

@@ -88,24 +88,27 @@ std::string content(const json& r) {
     return r.at("choices").at(0).at("message").value("content", "");
 }
 
+constexpr int kAmplify = -20;
+
 TEST(ServerSteering, ARequestsScalesAnswerAsAServerStartedWithThem) {
     REQUIRE_MODEL();
     const std::string q = "Tell me about magnetars.";
     int st = 0;
-    // Reference answers: the plain server, and a server whose default FFN scale is -3.
+    // Reference answers: the plain server, and a server whose default FFN scale amplifies the
+    // random directions enough to change the trained model's confident greedy reply.
     const json plain = post_json(shared_server().port(), "/v1/chat/completions", chat(q), &st);
     ASSERT_EQ(st, 200) << plain.dump();
-    server& amplified = server_of(steered_engine(-3.0f));
+    server& amplified = server_of(steered_engine(static_cast<float>(kAmplify)));
     const json amp = post_json(amplified.port(), "/v1/chat/completions", chat(q), &st);
     ASSERT_EQ(st, 200) << amp.dump();
-    ASSERT_NE(content(plain), content(amp)) << "the direction changes nothing at -3";
+    ASSERT_NE(content(plain), content(amp)) << "the direction changes nothing at " << kAmplify;
 
     // A server with the file at scale 0: unsteered by default, steered on request.
     server& s = server_of(steered_engine(0.0f));
     const json a = post_json(s.port(), "/v1/chat/completions", chat(q), &st);
     ASSERT_EQ(st, 200);
     EXPECT_EQ(content(a), content(plain));
-    const json b = post_json(s.port(), "/v1/chat/completions", chat(q, {{"ffn", -3}}), &st);
+    const json b = post_json(s.port(), "/v1/chat/completions", chat(q, {{"ffn", kAmplify}}), &st);
     ASSERT_EQ(st, 200) << b.dump();
     EXPECT_EQ(content(b), content(amp));
     EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"], 0);  // not reused across
@@ -123,7 +126,7 @@ TEST(ServerSteering, ARequestsScalesAnswerAsAServerStartedWithThem) {
     json m{{"model", "m"},
            {"max_tokens", 40},
            {"messages", json::array({json{{"role", "user"}, {"content", q}}})},
-           {"x_magnetar_steering", {{"ffn", -3}}}};
+           {"x_magnetar_steering", {{"ffn", kAmplify}}}};
     const json mr = post_json(s.port(), "/v1/messages", m, &st);
     ASSERT_EQ(st, 200) << mr.dump();
 }
