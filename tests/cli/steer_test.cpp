@@ -83,7 +83,7 @@ TEST(Steer, BuildWritesAUnitDirectionPerLayerAndItsSidecar) {
 }
 
 struct sweep_row {
-    double scale, mean_tokens, marker_per_reply;
+    double scale, marker_per_reply;
 };
 
 TEST(Steer, SweepChangesTheMarkerFrequencyMonotonicallyWithTheScale) {
@@ -107,7 +107,7 @@ TEST(Steer, SweepChangesTheMarkerFrequencyMonotonicallyWithTheScale) {
         while (std::getline(ss, cell, ',')) f.push_back(std::stod(cell));
         ASSERT_EQ(f.size(), 7u) << line;
         EXPECT_EQ(f[1], 23);
-        rows.push_back({f[0], f[2], f[5]});
+        rows.push_back({f[0], f[5]});
     }
     ASSERT_EQ(rows.size(), 4u);
     // Amplifying the direction (negative scales) mentions light years more, removing it less.
